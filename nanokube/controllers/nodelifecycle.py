@@ -14,6 +14,14 @@ each pod on it, whose Ready condition turns False (upstream's MarkPodsNotReady).
 Like upstream, a heartbeat's age is measured from when this controller saw it
 change, on its own clock, so a node whose kubelet clock is skewed, or that a
 previous run left behind, gets the full grace period.
+
+NoExecute taints wait on the node's zone, as upstream's handleDisruption decides: a zone where
+every node is down is fully disrupted; one where more than two nodes and at least 55% are down
+is partially disrupted, and in a zone of 50 nodes or fewer that stops new NoExecute taints
+there (a node already tainted still swaps not-ready for unreachable). When every zone is fully
+disrupted the fault is taken to be the control plane's, not the nodes': the NoExecute taints
+come off every node and none is added ("master disruption mode") until a node reports Ready
+again; then each node gets a fresh grace period.
 """
 
 from __future__ import annotations
@@ -51,6 +59,14 @@ _CONDITION_TAINTS = {
 }
 _NO_SCHEDULE_KEYS = frozenset(_CONDITION_TAINTS.values()) | {UNSCHEDULABLE}
 SMP = "application/strategic-merge-patch+json"
+#: upstream's --unhealthy-zone-threshold and --large-cluster-size-threshold
+UNHEALTHY_ZONE_THRESHOLD = 0.55
+LARGE_CLUSTER_THRESHOLD = 50
+#: a node labelled so is left out of its zone's count (LabelNodeExcludeDisruption)
+EXCLUDE_DISRUPTION = "node.kubernetes.io/exclude-disruption"
+NORMAL, PARTIAL, FULL = "Normal", "PartialDisruption", "FullDisruption"
+#: what a node's NoExecute taint may do: be added, only swap its key (not-ready, unreachable), or go
+TAINT, SWAP, NONE = "taint", "swap", "none"
 
 
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
@@ -72,17 +88,36 @@ def _managed(taint: dict) -> bool:
     return taint.get("effect") == "NoExecute" and taint.get("key") in (NOT_READY, UNREACHABLE)
 
 
-def wanted_taints(node: dict) -> set[tuple[str, str]]:
+def wanted_taints(node: dict, no_execute: str = TAINT) -> set[tuple[str, str]]:
     """The (key, effect) taints this controller keeps on `node`: NoSchedule by its conditions
-    and cordon (doNoScheduleTaintingPass), NoExecute by its Ready condition (doNoExecuteTaintingPass)."""
-    status = node.get("status") or {}
+    and cordon (doNoScheduleTaintingPass), NoExecute by its Ready condition (doNoExecuteTaintingPass)
+    where its zone lets one be added (TAINT), or only swapped on a node that has one (SWAP)."""
+    spec, status = node.get("spec") or {}, node.get("status") or {}
     want = {(key, "NoSchedule") for c in status.get("conditions") or []
             if (key := _CONDITION_TAINTS.get((c.get("type"), c.get("status"))))}
-    if (node.get("spec") or {}).get("unschedulable"):
+    if spec.get("unschedulable"):
         want.add((UNSCHEDULABLE, "NoSchedule"))
-    if key := _TAINT_FOR.get(ready_status(node) or "True"):
+    if (key := _TAINT_FOR.get(ready_status(node) or "True")) and (no_execute == TAINT or no_execute == SWAP and any(
+            t.get("effect") == "NoExecute" and t.get("key") in (NOT_READY, UNREACHABLE) for t in spec.get("taints") or ())):
         want.add((key, "NoExecute"))
     return want
+
+
+def zone_key(node: dict) -> str:
+    """GetZoneKey: region and zone from the topology labels (else the beta failure-domain ones)."""
+    labels = node["metadata"].get("labels") or {}
+    zone = labels.get("topology.kubernetes.io/zone", labels.get("failure-domain.beta.kubernetes.io/zone", ""))
+    region = labels.get("topology.kubernetes.io/region", labels.get("failure-domain.beta.kubernetes.io/region", ""))
+    return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def zone_state(ready: int, not_ready: int) -> str:
+    """ComputeZoneState of a zone's Ready and other nodes."""
+    if ready == 0 and not_ready > 0:
+        return FULL
+    if not_ready > 2 and not_ready / (not_ready + ready) >= UNHEALTHY_ZONE_THRESHOLD:
+        return PARTIAL
+    return NORMAL
 
 
 class NodeLifecycleController(Controller):
@@ -109,6 +144,11 @@ class NodeLifecycleController(Controller):
         self._probes: dict[str, tuple[tuple, float]] = {}
         #: the nodes seen, by name: their uids (upstream's knownNodeSet)
         self._known: dict[str, str] = {}
+        #: each zone's state and size, whether every zone is fully disrupted, and the nodes counted
+        #: down when they were last judged
+        self._zones: dict[str, tuple[str, int]] = {}
+        self._all_down = False
+        self._down: dict[str, bool] = {}
         self.recorder = CoreEventRecorder(client, "node-controller", clock)
 
     def informers(self):
@@ -116,6 +156,7 @@ class NodeLifecycleController(Controller):
 
     async def start(self) -> None:
         await super().start()
+        self._disruption()  # (before the workers first run: the zones as the informer shows them)
         self._tasks.append(asyncio.create_task(self._monitor()))
 
     # --- heartbeats ------------------------------------------------------------
@@ -156,6 +197,44 @@ class NodeLifecycleController(Controller):
                 name = node["metadata"]["name"]
                 if (ready_status(node) != "Unknown" and self.overdue(name)) or name in self._retry:
                     self.queue.add(name)
+            self._disruption()
+
+    def _disruption(self, fresh: dict | None = None) -> None:
+        """handleDisruption over the nodes (`fresh` in place of its informer copy): each zone's state,
+        and whether every zone is fully disrupted; the nodes whose NoExecute taints that changes are
+        queued. Leaving full disruption gives every node a fresh grace period."""
+        counts: dict[str, list[int]] = {}
+        down: dict[str, bool] = {}
+        for node in self.nodes.list():
+            name = node["metadata"]["name"]
+            if fresh is not None and name == fresh["metadata"]["name"]:
+                node = fresh
+            if EXCLUDE_DISRUPTION in (node["metadata"].get("labels") or {}):
+                continue
+            down[name] = ready_status(node) != "True"
+            counts.setdefault(zone_key(node), [0, 0])[down[name]] += 1
+        zones = {z: (zone_state(ready, not_ready), ready + not_ready) for z, (ready, not_ready) in counts.items()}
+        all_down = bool(zones) and all(state == FULL for state, _ in zones.values())
+        if all_down != self._all_down:
+            self._all_down = all_down
+            if not all_down:
+                now = self.clock.monotonic()
+                self._probes = {name: (beat, now) for name, (beat, _) in self._probes.items()}
+            changed = None
+        else:
+            changed = {z for z in zones.keys() | self._zones.keys() if zones.get(z) != self._zones.get(z)}
+        self._zones, self._down = zones, down
+        for node in self.nodes.list():
+            if changed is None or zone_key(node) in changed:
+                self.queue.add(node["metadata"]["name"])
+
+    def _no_execute(self, node: dict) -> str:
+        """What the node's zone lets its NoExecute taint do (the zone's limiter: none in a small
+        partially disrupted zone, and no taint at all while every zone is fully disrupted)."""
+        if self._all_down:
+            return NONE
+        state, size = self._zones.get(zone_key(node), (NORMAL, 0))
+        return SWAP if state == PARTIAL and size <= LARGE_CLUSTER_THRESHOLD else TAINT
 
     # --- reconciling -------------------------------------------------------------
 
@@ -184,6 +263,9 @@ class NodeLifecycleController(Controller):
                 self._retry.add(name)
         elif observed == "True":
             self._retry.discard(name)
+        down = ready_status(node) != "True"
+        if self._down.get(name, down) != down:
+            self._disruption(node)  # (this node's change may change its zone's state)
         await self._taint(node)
 
     async def _mark_pods_not_ready(self, name: str) -> bool:
@@ -231,7 +313,7 @@ class NodeLifecycleController(Controller):
     async def _taint(self, node: dict) -> None:
         taints = (node.get("spec") or {}).get("taints") or []
         have = {(t["key"], t["effect"]): t for t in taints if _managed(t)}
-        want = wanted_taints(node)
+        want = wanted_taints(node, self._no_execute(node))
         if set(have) == want:
             return
         now = self.clock.rfc3339()

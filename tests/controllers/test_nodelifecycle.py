@@ -1,3 +1,5 @@
+import contextlib
+
 import pytest
 
 from nanokube.apiserver.loopback import connector
@@ -7,7 +9,7 @@ from nanokube.controllers.taint_eviction import (
     TaintEvictionController,
     toleration_seconds,
 )
-from nanokube.node.cluster import default_cluster
+from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.faults import ANNOTATION
 from nanokube.node.manager import NodeManager
 from tests.controllers import becomes, eventually, make_stack
@@ -28,17 +30,25 @@ def _managed_taints(node: dict) -> set:
 @pytest.fixture
 async def cluster():
     """Two simulated nodes (agents on the manual clock) under the lifecycle controller."""
+    async with _nodes(default_cluster()) as got:
+        yield got
+
+
+@contextlib.asynccontextmanager
+async def _nodes(nodes):
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock()
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    mgr = NodeManager(connector(s.rest), nodes, clock)
     await mgr.start()
     ctl = NodeLifecycleController(s.client, clock, grace_period=50, monitor_period=5)
     await ctl.start()
-    yield s.client, clock
-    await ctl.stop()
-    await mgr.stop()
-    await s.close()
+    try:
+        yield s.client, clock
+    finally:
+        await ctl.stop()
+        await mgr.stop()
+        await s.close()
 
 
 async def _advance(clock: ManualClock, seconds: int) -> None:
@@ -290,3 +300,79 @@ async def test_a_node_turned_unknown_has_its_pods_marked_not_ready_with_events(c
 
     await _fault(client, "gpu-0", None)  # the kubelet speaks again: its pod's status is written again
     await eventually(ready("here", "True"))
+
+
+def _no_execute(node: dict) -> set:
+    return {t["key"] for t in node["spec"].get("taints") or [] if t["effect"] == "NoExecute"}
+
+
+async def test_when_every_node_goes_quiet_none_is_tainted_no_execute_until_one_returns(cluster):
+    """handleDisruption's master disruption mode: every zone fully disrupted reads as the control
+    plane's fault, so no NoExecute taint evicts the cluster's pods (was: both nodes tainted, every
+    pod evicted 300 s later); the nodes are still Unknown and NoSchedule-tainted. Once one node is
+    Ready again the other, still Unknown, gets its NoExecute taint."""
+    client, clock = cluster
+    nodes = client.resource("", "v1", "nodes")
+    for name in ("gpu-0", "gpu-1"):
+        await _fault(client, name, "lease-stop")
+    await _advance(clock, 70)
+
+    async def quiet():
+        got = [await nodes.get(name) for name in ("gpu-0", "gpu-1")]
+        ok = all(_ready(n)["status"] == "Unknown" and _managed_taints(n) == {(UNREACHABLE, "NoSchedule")} for n in got)
+        return got if ok else None
+
+    await eventually(quiet)
+    await _advance(clock, 30)
+    assert await quiet(), "no NoExecute taint comes back while every node is down"
+
+    await _fault(client, "gpu-0", None)
+
+    async def tainted():
+        n = await nodes.get("gpu-1")
+        return n if _no_execute(n) == {UNREACHABLE} else None
+
+    await eventually(tainted)
+    assert _ready(await nodes.get("gpu-0"))["status"] == "True" and not _no_execute(await nodes.get("gpu-0"))
+
+
+ZONES = """
+pools:
+  - {name: a, count: 4, capacity: {cpu: "4", memory: 8Gi, pods: "10"}, topology: {zone: zone-a}}
+  - {name: b, count: 1, capacity: {cpu: "4", memory: 8Gi, pods: "10"}, topology: {zone: zone-b}}
+"""
+
+
+async def test_a_small_zone_mostly_down_adds_no_new_no_execute_taint():
+    """A zone with more than two nodes and at least 55% of them down is partially disrupted, and at 50
+    nodes or fewer its NoExecute limiter stops (ReducedQPSFunc): a third node of four going quiet is
+    not tainted NoExecute, those tainted before keep theirs; once the zone is back to normal it is."""
+    async with _nodes(parse_cluster(ZONES)) as (client, clock):
+        nodes = client.resource("", "v1", "nodes")
+
+        async def state(name):
+            n = await nodes.get(name)
+            return _ready(n)["status"], _no_execute(n)
+
+        async def reads(name, want):
+            async def check():
+                got = await state(name)
+                return got if got == want else None
+            return await eventually(check)
+
+        for name in ("a-0", "a-1"):
+            await _fault(client, name, "lease-stop")
+        await _advance(clock, 70)
+        for name in ("a-0", "a-1"):
+            await reads(name, ("Unknown", {UNREACHABLE}))
+        await _fault(client, "a-2", "lease-stop")
+        await _advance(clock, 70)
+        await reads("a-2", ("Unknown", set()))
+        await _advance(clock, 30)
+        assert await state("a-2") == ("Unknown", set())
+        assert (await nodes.get("a-2"))["spec"]["taints"][0]["key"] == UNREACHABLE  # (NoSchedule)
+        assert await state("a-0") == ("Unknown", {UNREACHABLE})
+
+        await _fault(client, "a-0", None)
+        await reads("a-0", ("True", set()))
+        await reads("a-2", ("Unknown", {UNREACHABLE}))
