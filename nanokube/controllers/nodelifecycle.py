@@ -27,6 +27,7 @@ again; then each node gets a fresh grace period.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Mapping
 
@@ -37,6 +38,8 @@ from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from .base import Controller
 from .taint_eviction import NODE_INDEX, pod_node
+
+log = logging.getLogger(__name__)
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -217,6 +220,8 @@ class NodeLifecycleController(Controller):
         all_down = bool(zones) and all(state == FULL for state, _ in zones.values())
         if all_down != self._all_down:
             self._all_down = all_down
+            log.info("node lifecycle: %s", "every node is not Ready: entering master disruption mode (no NoExecute "
+                     "taints)" if all_down else "some nodes are Ready: exiting master disruption mode")
             if not all_down:
                 now = self.clock.monotonic()
                 self._probes = {name: (beat, now) for name, (beat, _) in self._probes.items()}
