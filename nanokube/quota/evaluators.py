@@ -308,22 +308,27 @@ def scope_selectors(quota: dict) -> list[dict]:
     return sels + list((spec.get("scopeSelector") or {}).get("matchExpressions") or [])
 
 
+def scope_matches(group: str, plural: str, obj: dict, sel: dict) -> bool:
+    """Whether the object matches one scope selector (podMatchesScopeFunc, and the claims'
+    VolumeAttributesClass); objects other than pods and claims match none."""
+    scope = sel.get("scopeName")
+    if group == "" and plural == "pods" and scope in POD_SCOPES:
+        return _pod_scope(obj, sel)
+    if group == "" and plural == "persistentvolumeclaims" and scope == "VolumeAttributesClass":
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        names = {spec.get("volumeAttributesClassName") or "", status.get("currentVolumeAttributesClassName") or ""}
+        return any(_selector_matches(n, sel) for n in names if n or sel.get("operator") == "DoesNotExist")
+    return False
+
+
 def quota_covers(quota: dict, group: str, plural: str, obj: dict) -> bool:
-    """Every scope of the quota matches the object; objects other than pods
-    (and claims, for VolumeAttributesClass) match no scope."""
-    for sel in scope_selectors(quota):
-        scope = sel.get("scopeName")
-        if group == "" and plural == "pods" and scope in POD_SCOPES:
-            if not _pod_scope(obj, sel):
-                return False
-        elif group == "" and plural == "persistentvolumeclaims" and scope == "VolumeAttributesClass":
-            spec, status = obj.get("spec") or {}, obj.get("status") or {}
-            names = {spec.get("volumeAttributesClassName") or "", status.get("currentVolumeAttributesClassName") or ""}
-            if not any(_selector_matches(n, sel) for n in names if n or sel.get("operator") == "DoesNotExist"):
-                return False
-        else:
-            return False
-    return True
+    """Every scope of the quota matches the object."""
+    return all(scope_matches(group, plural, obj, sel) for sel in scope_selectors(quota))
+
+
+def matching_scopes(group: str, plural: str, obj: dict, selectors: Iterable[dict]) -> list[dict]:
+    """MatchingScopes: the selectors the object matches."""
+    return [sel for sel in selectors if scope_matches(group, plural, obj, sel)]
 
 
 def missing_container_resources(pod: dict, hard: Iterable[str]) -> str:

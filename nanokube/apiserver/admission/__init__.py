@@ -129,6 +129,8 @@ class Admission:
         """Plugins' configurations from --admission-control-config-file (config_file.plugin_configs)."""
         if "PodSecurity" in configs:
             self.pod_security.configure(configs["PodSecurity"])
+        if "ResourceQuota" in configs:
+            self.quota.configure(configs["ResourceQuota"])
 
     @property
     def authorizer(self):

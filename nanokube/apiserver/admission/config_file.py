@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from .pod_security import Config, go_typed
+from .resource_quota import parse_configuration
 
 KINDS = (("apiserver.config.k8s.io/v1", "AdmissionConfiguration"),
          ("apiserver.config.k8s.io/v1alpha1", "AdmissionConfiguration"),
@@ -59,6 +60,12 @@ def _plugins(doc: dict, path: Path) -> list[tuple[str, object, str | None]]:
 
 
 def plugin_configs(path: str | Path) -> dict[str, object]:
-    """The configurations nanokube's plugins take, parsed (PodSecurity's Config)."""
+    """The configurations nanokube's plugins take, parsed (PodSecurity's Config, ResourceQuota's
+    limitedResources)."""
     docs = load(path)
-    return {"PodSecurity": Config.parse(docs["PodSecurity"])} if "PodSecurity" in docs else {}
+    out: dict[str, object] = {}
+    if "PodSecurity" in docs:
+        out["PodSecurity"] = Config.parse(docs["PodSecurity"])
+    if "ResourceQuota" in docs:
+        out["ResourceQuota"] = parse_configuration(docs["ResourceQuota"])
+    return out

@@ -4,11 +4,16 @@ quota of the namespace past `status.hard`, with upstream's `exceeded quota`
 message; otherwise the new usage is written to each quota's `status.used` in
 the same request, so the next request sees it before the resource-quota
 controller recounts. Quotas without a status yet constrain nothing (upstream
-reads `status.hard`), so the controller fills it as soon as a quota appears."""
+reads `status.hard`), so the controller fills it as soon as a quota appears.
+--admission-control-config-file's ResourceQuotaConfiguration may limit resources
+by default (`limitedResources`): what it names is refused unless a quota covers it,
+in any namespace, quotas or none (the docs' "Limit Priority Class consumption by
+default": critical pods only where a quota of their class is)."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 
 from ...machinery import errors
 from ...machinery.quantity import Quantity, add, parse_list
@@ -17,10 +22,13 @@ from ...quota.evaluators import (
     Usage,
     charged_on_update,
     extended_names,
+    matching_scopes,
     missing_container_resources,
     quota_covers,
+    scope_selectors,
     usage,
 )
+from .pod_security import go_typed
 from ..rest import SYSTEM, WriteOptions
 from .lookup import Listing, get, list_objects, object_name
 
@@ -28,8 +36,55 @@ from .lookup import Listing, get, list_objects, object_name
 ATTEMPTS = 8
 
 
+#: the ResourceQuota plugin's configuration kinds: (apiVersion, kind)
+CONFIG_KINDS = (("apiserver.config.k8s.io/v1", "ResourceQuotaConfiguration"),
+                ("resourcequota.admission.k8s.io/v1beta1", "Configuration"),
+                ("resourcequota.admission.k8s.io/v1alpha1", "Configuration"))
+
+
 def pretty(bag: dict[str, Quantity]) -> str:
     return ",".join(f"{k}={bag[k]}" for k in sorted(bag))
+
+
+@dataclass(frozen=True)
+class LimitedResource:
+    """One of the configuration's limitedResources: the resources named in a usage of this
+    group/resource containing any of `contains` (matchContains), and any object matching one of
+    `scopes` (matchScopes), must be covered by a quota."""
+    group: str
+    resource: str
+    contains: tuple[str, ...] = ()
+    scopes: tuple[dict, ...] = field(default=())
+
+
+def parse_configuration(doc: dict) -> list[LimitedResource]:
+    """A ResourceQuotaConfiguration's limitedResources; ValueError says what is wrong with it."""
+    if not isinstance(doc, dict) or (doc.get("apiVersion"), doc.get("kind")) not in CONFIG_KINDS:
+        raise ValueError("ResourceQuota configuration must be an apiserver.config.k8s.io/v1 ResourceQuotaConfiguration")
+    where = "Configuration.limitedResources"
+    out = []
+    try:
+        for i, item in enumerate(go_typed(doc.get("limitedResources"), list, where, "[]v1.LimitedResource") or ()):
+            item = go_typed(item, dict, where, "v1.LimitedResource") or {}
+            contains = go_typed(item.get("matchContains"), list, f"{where}.matchContains", "[]string") or ()
+            scopes = go_typed(item.get("matchScopes"), list, f"{where}.matchScopes",
+                              "[]v1.ScopedResourceSelectorRequirement") or ()
+            resource = go_typed(item.get("resource"), str, f"{where}.resource", "string")
+            if not resource:
+                raise ValueError(f"limitedResources[{i}].resource: Required value")
+            out.append(LimitedResource(go_typed(item.get("apiGroup"), str, f"{where}.apiGroup", "string") or "", resource,
+                                       tuple(go_typed(c, str, f"{where}.matchContains", "string") for c in contains),
+                                       tuple(go_typed(sel, dict, f"{where}.matchScopes",
+                                                      "v1.ScopedResourceSelectorRequirement") or {} for sel in scopes)))
+    except ValueError as e:
+        raise ValueError(f"ResourceQuota configuration: {e}") from None
+    return out
+
+
+def _go_scopes(scopes: list[dict]) -> str:
+    """%v of []ScopedResourceSelectorRequirement, as upstream's refusal prints them."""
+    return "[" + " ".join(f"{{{s.get('scopeName', '')} {s.get('operator', '')} [{' '.join(s.get('values') or [])}]}}"
+                          for s in scopes) + "]"
 
 
 class ResourceQuota:
@@ -37,6 +92,11 @@ class ResourceQuota:
         self.rest = rest
         self._quotas = Listing(rest, "", "resourcequotas")
         self._extended_names = Listing(rest, "resource.k8s.io", "deviceclasses", extended_names)
+        #: the configuration's limitedResources (none unless --admission-control-config-file says)
+        self.limited: list[LimitedResource] = []
+
+    def configure(self, limited: list[LimitedResource]) -> None:
+        self.limited = limited
 
     def _claims(self) -> ClaimLookup:
         return ClaimLookup(self._extended_names(), lambda ns, name: get(self.rest, "", "pods", ns, name),
@@ -57,13 +117,13 @@ class ResourceQuota:
 
     def may_charge(self, a) -> bool:
         """Whether `validate` has anything to check: a namespaced create or update (one through a
-        subresource only where it changes what is charged) in a namespace that has quotas. Most
-        writes have none, and are not awaited for it."""
+        subresource only where it changes what is charged) in a namespace that has quotas, or
+        anywhere resources are limited by default. Most writes have none, and are not awaited for it."""
         if a.obj is None or a.operation not in ("CREATE", "UPDATE") or not a.res.namespaced:
             return False
         if a.subresource and (a.operation != "UPDATE" or not charged_on_update(a.res.group, a.res.plural, a.subresource)):
             return False
-        return bool(self._quotas(a.namespace or a.obj["metadata"].get("namespace", "")))
+        return bool(self.limited) or bool(self._quotas(a.namespace or a.obj["metadata"].get("namespace", "")))
 
     async def validate(self, a) -> None:
         if not self.may_charge(a):
@@ -90,26 +150,37 @@ class ResourceQuota:
                 await self.rest.cache.sync()
 
     def _check(self, a, quotas: list[dict], requested: Usage) -> list[dict]:
-        """Raise if any covering quota is exceeded; else the quotas with their new status.used."""
-        updates = []
+        """Raise if the object breaks a covering quota's constraints, uses a resource or scope
+        limited by default that no quota covers, or would exceed a covering quota (upstream's
+        CheckRequest, in its order); else the quotas with their new status.used."""
         g, p = a.res.group, a.res.plural
+        covering, covered, scopes = [], set(), set()
         for q in sorted(quotas, key=lambda q: q["metadata"]["name"]):
-            status = q.get("status") or {}
-            hard = parse_list(status.get("hard"))
+            if self.limited:
+                scopes |= {sel.get("scopeName") for sel in matching_scopes(g, p, a.obj, scope_selectors(q))}
             if not quota_covers(q, g, p, a.obj):
                 continue
+            status = q.get("status") or {}
+            hard = parse_list(status.get("hard"))
             name = q["metadata"]["name"]
             if g == "" and p == "pods":
                 missing = missing_container_resources(a.obj, hard)
                 if missing:
                     raise errors.forbidden(g, p, object_name(a), f"failed quota: {name}: {missing}")
             relevant = {k: v for k, v in requested.items() if k in hard}
-            if not relevant:
-                continue
             used = parse_list(status.get("used"))
-            if any(k not in used for k in hard if k in relevant):
+            if any(k not in used for k in relevant):
                 raise errors.forbidden(g, p, object_name(a), f"status unknown for quota: {name}, resources: "
                                        + ",".join(sorted(relevant)))
+            covered |= set(hard)
+            covering.append((q, hard, used, relevant))
+        if self.limited:
+            self._limited(a, covered, scopes)
+        updates = []
+        for q, hard, used, relevant in covering:
+            if not relevant:
+                continue
+            name = q["metadata"]["name"]
             new_used = {k: add(used.get(k), v) for k, v in relevant.items()}
             exceeded = sorted(k for k, v in new_used.items() if v.value > hard[k].value)
             if exceeded:
@@ -118,6 +189,24 @@ class ResourceQuota:
                     f"exceeded quota: {name}, requested: {pretty({k: relevant[k] for k in exceeded})}, "
                     f"used: {pretty({k: used[k] for k in exceeded})}, limited: {pretty({k: hard[k] for k in exceeded})}")
             q = copy.deepcopy(q)
-            q["status"]["used"] = {**status.get("used", {}), **{k: str(v) for k, v in new_used.items()}}
+            q["status"]["used"] = {**q["status"].get("used", {}), **{k: str(v) for k, v in new_used.items()}}
             updates.append(q)
         return updates
+
+    def _limited(self, a, covered: set[str], scopes: set[str]) -> None:
+        """limitedResources: each resource the object uses that is limited by default must be in a
+        covering quota's hard (`covered`), each limited scope it matches among the scopes of the
+        namespace's quotas' selectors it matches (`scopes`, by name as upstream compares them)."""
+        g, p = a.res.group, a.res.plural
+        mine = [lr for lr in self.limited if (lr.group, lr.resource) == (g, p)]
+        if mine:
+            now = self.rest.clock.now()
+            claims = self._claims() if (g, p) == ("resource.k8s.io", "resourceclaims") else None
+            used = [k for k, v in usage(g, p, a.obj, now, claims).items() if v.value > 0]
+            limited = {k for lr in mine for k in used if any(c in k for c in lr.contains)}
+            if uncovered := sorted(limited - covered):
+                raise errors.forbidden(g, p, object_name(a), "insufficient quota to consume: " + ",".join(uncovered))
+        matched = [sel for lr in self.limited for sel in matching_scopes(g, p, a.obj, lr.scopes)]
+        if uncovered_scopes := [sel for sel in matched if sel.get("scopeName") not in scopes]:
+            # a plain error upstream, so a 500 without a reason
+            raise errors.APIError(500, "", f"insufficient quota to match these scopes: {_go_scopes(uncovered_scopes)}")
