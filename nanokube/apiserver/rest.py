@@ -450,6 +450,9 @@ class GenericREST:
         self._unfiltered: tuple = (None, None, None, None)
         #: the writes of each object that lost a race, taking turns (turns.py)
         self.turns = Turns(clock)
+        #: the watches' conversions under way (`_watch_conversion`), by strategy, version and the objects'
+        #: ids (alive while their entry is here): (the objects, the task converting them)
+        self._converting: dict[tuple, tuple[list, asyncio.Future]] = {}
 
     # --- helpers ---------------------------------------------------------
 
@@ -984,7 +987,7 @@ class GenericREST:
                 if translate is not None:
                     out = translate(ev)
                 else:
-                    if not await self._watch_conversion(res, _event_objects(ev, at_version), version, reuse=True):
+                    if not await self._watch_conversion(res, _event_objects(ev, at_version), version):
                         return
                     out = self._translate(res, version, ev, ok, self._external)
                 if out:
@@ -996,23 +999,42 @@ class GenericREST:
                 timer.cancel()
             self.cache.remove_watcher(w)
 
-    async def _watch_conversion(self, res, objs: list, version: str, reuse: bool = False) -> bool:
-        """Converts `objs` for a watch (a CRD's webhook), retrying a failure each second; False once
-        it has failed for WATCH_CONVERSION_RETRY, when the watch ends without an ERROR event. So
-        upstream's per-version watch cache behaves: its reflector retries the storage watch whose
-        event it could not convert for 30 s (MaxInternalErrorRetryDuration), the watchers waiting
-        and then getting that event, or else it ends every watch of the version and relists."""
+    async def _watch_conversion(self, res, objs: list, version: str) -> bool:
+        """Converts `objs` for a watch (a CRD's webhook); False once the conversion has failed for
+        WATCH_CONVERSION_RETRY, when the watch ends without an ERROR event. So upstream's watch
+        cache of the version behaves: its reflector decodes, and so converts, each event once for
+        every watch of the version, and retries the storage watch whose event it could not convert
+        for 30 s (MaxInternalErrorRetryDuration), the watchers waiting and then getting that event,
+        or else ends every watch of the version and relists. Here the watches that reach the same
+        objects at the same version share one attempt each second (`_conversion_attempts`): N watches
+        of a failing webhook's kind asked it N times a second."""
+        while not res.strategy.converted(objs, version):  # none needed, or made for another watch: read in this step
+            key = (id(res.strategy), version, *map(id, objs))
+            held = self._converting.get(key)
+            if held is None:
+                task = asyncio.ensure_future(self._conversion_attempts(res, objs, version))
+                self._converting[key] = (objs, task)
+                task.add_done_callback(lambda _, key=key: self._converting.pop(key, None))
+            else:
+                task = held[1]
+            if not await asyncio.shield(task):
+                return False
+        return True
+
+    async def _conversion_attempts(self, res, objs: list, version: str) -> bool:
+        """`_watch_conversion`'s shared attempts: one each second until one succeeds (True) or they
+        have failed for WATCH_CONVERSION_RETRY (False)."""
         failing_since = None
         while True:
             try:
-                await res.strategy.prepare_conversion(objs, version, reuse)
+                await res.strategy.prepare_conversion(objs, version, True)
                 return True
             except errors.APIError as e:
                 now = self.clock.monotonic()
                 if failing_since is None:
                     failing_since = now
                 elif now - failing_since >= WATCH_CONVERSION_RETRY:
-                    log.info("watch of %s at %s ended: conversion failing for %gs: %s", res.plural, version,
+                    log.info("watches of %s at %s ended: conversion failing for %gs: %s", res.plural, version,
                              WATCH_CONVERSION_RETRY, e.message)
                     return False
                 await self.clock.sleep(1.0)

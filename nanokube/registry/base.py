@@ -153,6 +153,11 @@ class Strategy:
         conversion already made of the same stored object may serve (a watch event fanned
         out to many watchers); otherwise each request converts afresh."""
 
+    def converted(self, objs: list[Obj], version: str) -> bool:
+        """Whether `prepare_conversion(objs, version, reuse=True)` has nothing to do, answered without
+        I/O: a watch event's objects another watch of the version had converted."""
+        return True
+
     def deprecation(self, version: str) -> str | None:
         """The Warning every request to `version` gets, if it is deprecated."""
         return None

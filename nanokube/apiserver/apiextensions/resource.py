@@ -362,11 +362,8 @@ class CustomResourceStrategy(Strategy):
         ConversionReview, for to_storage/from_storage to pick up. Each request asks the webhook
         again, as kube-apiserver does, so a redeployed or failing webhook shows on the next read;
         only `reuse` (one watch event sent to many watchers) takes a conversion already made."""
-        if not self.webhook:
-            return
         want = f"{self.group}/{version}"
-        todo = [o for o in objs if o.get("apiVersion") != want and not (
-            reuse and (hit := self._converted.get((id(o), want))) is not None and hit[0] is o)]
+        todo = self._unconverted(objs, want, reuse)
         if not todo:
             return
         from .conversion import ConversionError, convert, status_error
@@ -379,6 +376,16 @@ class CustomResourceStrategy(Strategy):
             self._converted.clear()
         for o, c in zip(todo, out):
             self._converted[(id(o), want)] = (o, go_sorted(c))  # the webhook's order is not Go's
+
+    def converted(self, objs: list[Obj], version: str) -> bool:
+        return not self._unconverted(objs, f"{self.group}/{version}", True)
+
+    def _unconverted(self, objs: list[Obj], want: str, reuse: bool) -> list[Obj]:
+        """What of `objs` the webhook has to convert to apiVersion `want`."""
+        if not self.webhook:
+            return []
+        return [o for o in objs if o.get("apiVersion") != want and not (
+            reuse and (hit := self._converted.get((id(o), want))) is not None and hit[0] is o)]
 
     def _webhook_converted(self, obj: Obj, version: str) -> Obj:
         hit = self._converted.get((id(obj), f"{self.group}/{version}"))

@@ -181,6 +181,48 @@ async def test_a_watch_ends_without_an_error_event_when_conversion_keeps_failing
     assert len(calls) >= 2  # tried again before giving up
 
 
+async def _watches_then_change(boxes, review, n: int) -> list:
+    """`n` watches at v2 of box b, then `review` as the webhook (counting its calls in what this
+    returns) and b changed at v1: (the watches, the calls)."""
+    hook, c = boxes
+    v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/boxes" for v in ("v1", "v2"))
+    made = await create_when_served(c, v1, {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "b"},
+                                            "spec": {"size": 3}})
+    watches = [await open_watch(c, f"{v2}?watch=1&resourceVersion={made['metadata']['resourceVersion']}"
+                                   f"&timeoutSeconds=60") for _ in range(n)]
+    calls: list = []
+
+    def counted(body: dict) -> dict:
+        calls.append(1)
+        return review(body)
+    hook.handlers["/convert"] = counted
+    await call(c, "PUT", f"{v1}/b", {**made, "spec": {"size": 5}})
+    return watches, calls
+
+
+async def test_the_watches_of_a_version_share_each_event_s_conversion(boxes):
+    """Upstream's watch cache of v2 converts an event once, as its reflector decodes it, for every
+    watch of v2: three watches ask the webhook once, not once each."""
+    watches, calls = await _watches_then_change(boxes, converter(), 3)
+    for watching in watches:
+        events = [json.loads(line) for line in await lines_until(watching, len)]
+        assert [(e["type"], e["object"]["spec"]) for e in events] == [("MODIFIED", {"sizeV2": 5})]
+    assert len(calls) == 1
+
+
+async def test_the_watches_of_a_version_share_the_attempts_at_a_failing_conversion(boxes, monkeypatch):
+    """Upstream's reflector retries the event it could not convert for every watch of the version:
+    three watches of a failing webhook ask it once a second together (twice here, the retries' window
+    made 0), not three times a second, and all end."""
+    from nanokube.apiserver import rest
+
+    monkeypatch.setattr(rest, "WATCH_CONVERSION_RETRY", 0.0)
+    watches, calls = await _watches_then_change(boxes, failing([]), 3)
+    for watching in watches:
+        assert await lines_until(watching, lambda lines: False) == []
+    assert len(calls) == 2
+
+
 async def test_each_versions_scale_reads_and_writes_its_own_replicas_path(tmp_path):
     """A version's /scale is served from the object converted to it, at that version's
     specReplicasPath (v1 .spec.size, v2 .spec.sizeV2), as on kube-apiserver: a write through v2's
