@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ...machinery.gofmt import quote
+
 PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
 LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
 #: the newest version of the standards: `latest`, and any later one, evaluate at it
@@ -97,29 +99,38 @@ def host_ports(meta: dict, spec: dict) -> Result:
 _APPARMOR_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 
 
-def _apparmor_annotations(meta: dict) -> list[str]:
-    return sorted(f'{k}="{v}"' for k, v in (meta.get("annotations") or {}).items()
-                  if k.startswith(_APPARMOR_PREFIX) and v and v != "runtime/default" and not v.startswith("localhost/"))
+_APPARMOR_TYPES = ("RuntimeDefault", "Localhost")
 
 
-def apparmor_1_0(meta: dict, spec: dict) -> Result:
-    bad = _apparmor_annotations(meta)
-    if not bad:
-        return None
-    return pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(bad)), ", ".join(bad)
-
-
-def apparmor_1_30(meta: dict, spec: dict) -> Result:
-    """1.30 judges the securityContext.appArmorProfile fields too: Unconfined is forbidden."""
-    bad = _apparmor_annotations(meta)
-    if ((spec.get("securityContext") or {}).get("appArmorProfile") or {}).get("type") == "Unconfined":
-        bad.append('pod must not set securityContext.appArmorProfile.type to "Unconfined"')
-    names = [c.get("name", "") for c in containers(spec) if (_sc(c).get("appArmorProfile") or {}).get("type") == "Unconfined"]
+def apparmor(meta: dict, spec: dict) -> Result:
+    """One version (1.0) judging both the appArmorProfile fields (a type other than RuntimeDefault or
+    Localhost) and the deprecated annotations (other than empty, runtime/default or localhost/*):
+    upstream amended its 1.0 check in place when the fields came (1.30), so every pinned version
+    judges them."""
+    setters, types = [], set()
+    profile = (spec.get("securityContext") or {}).get("appArmorProfile")
+    if profile is not None and profile.get("type") not in _APPARMOR_TYPES:
+        setters.append("pod")
+        types.add(profile.get("type") or "")
+    names = []
+    for c in containers(spec):
+        profile = _sc(c).get("appArmorProfile")
+        if profile is not None and profile.get("type") not in _APPARMOR_TYPES:
+            names.append(c.get("name", ""))
+            types.add(profile.get("type") or "")
     if names:
-        bad.append(f'{_named("container", names)} must not set securityContext.appArmorProfile.type to "Unconfined"')
-    if not bad:
+        setters.append(_named("container", names))
+    values = sorted(types)
+    annotations = sorted(f"{k}={quote(v)}" for k, v in (meta.get("annotations") or {}).items()
+                         if k.startswith(_APPARMOR_PREFIX) and v and v != "runtime/default"
+                         and not v.startswith("localhost/"))
+    if annotations:
+        values += annotations
+        setters.append(pluralize("annotation", "annotations", len(annotations)))
+    if not setters:
         return None
-    return pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(bad)), ", ".join(bad)
+    return (pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(values)),
+            f"{' and '.join(setters)} must not set AppArmor profile type to {join_quote(values)}")
 
 
 def _selinux(types: frozenset[str]) -> CheckFn:
@@ -156,20 +167,30 @@ def _selinux(types: frozenset[str]) -> CheckFn:
 _SELINUX_1_0 = frozenset({"", "container_t", "container_init_t", "container_kvm_t"})
 
 
-def _proc_mount(relax_user_namespaces: bool) -> CheckFn:
-    def check(meta: dict, spec: dict) -> Result:
-        if relax_user_namespaces and spec.get("hostUsers") is False:
-            return None
-        bad, kinds = [], set()
-        for c in containers(spec):
-            pm = _sc(c).get("procMount")
-            if pm is not None and pm != "Default":
-                bad.append(c.get("name", ""))
-                kinds.add(pm)
-        if not bad:
-            return None
-        return "procMount", f"{_named('container', bad)} must not set securityContext.procMount to {join_quote(sorted(kinds))}"
-    return check
+def proc_mount(meta: dict, spec: dict) -> Result:
+    bad, kinds = [], set()
+    for c in containers(spec):
+        pm = _sc(c).get("procMount")
+        if pm is not None and pm != "Default":
+            bad.append(c.get("name", ""))
+            kinds.add(pm)
+    if not bad:
+        return None
+    return "procMount", f"{_named('container', bad)} must not set securityContext.procMount to {join_quote(sorted(kinds))}"
+
+
+def _user_namespaced(spec: dict) -> bool:
+    """relaxPolicyForUserNamespacePod: `hostUsers: false`."""
+    return spec.get("hostUsers") is False
+
+
+def _unless_user_namespaced(check: CheckFn) -> CheckFn:
+    """From 1.35 (KEP-127) a pod in a user namespace is spared the check: baseline's procMount and
+    restricted's runAsNonRoot and runAsUser. Before, the relaxation hung on the perma-alpha
+    UserNamespacesPodSecurityStandards gate, dropped in 1.35 with it, so earlier versions judge all pods."""
+    def relaxed(meta: dict, spec: dict) -> Result:
+        return None if _user_namespaced(spec) else check(meta, spec)
+    return relaxed
 
 
 _SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
@@ -209,6 +230,7 @@ _SYSCTLS_1_27 = _SYSCTLS_1_0 | {"net.ipv4.ip_local_reserved_ports"}
 _SYSCTLS_1_29 = _SYSCTLS_1_27 | {"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
                                  "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
 _SYSCTLS_1_32 = _SYSCTLS_1_29 | {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+_SYSCTLS_1_37 = _SYSCTLS_1_32 | {"net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}
 
 
 def windows_host_process(meta: dict, spec: dict) -> Result:
@@ -356,29 +378,30 @@ seccomp_restricted = _pod_or_containers(
 #: (id, level, [(minimum version, check)], ids of the baseline checks it replaces), sorted by id
 #: within each level as upstream orders them
 CHECKS: list[tuple[str, str, list[tuple[tuple[int, int], CheckFn]], tuple[str, ...]]] = [
-    ("appArmorProfile", BASELINE, [((1, 0), apparmor_1_0), ((1, 30), apparmor_1_30)], ()),
+    ("appArmorProfile", BASELINE, [((1, 0), apparmor)], ()),
     ("capabilities_baseline", BASELINE, [((1, 0), capabilities_baseline)], ()),
     ("hostNamespaces", BASELINE, [((1, 0), host_namespaces)], ()),
     ("hostPathVolumes", BASELINE, [((1, 0), host_path_volumes)], ()),
     ("hostPorts", BASELINE, [((1, 0), host_ports)], ()),
     ("hostProbesAndHostLifecycle", BASELINE, [((1, 34), host_probes_and_lifecycle)], ()),
     ("privileged", BASELINE, [((1, 0), privileged)], ()),
-    ("procMount", BASELINE, [((1, 0), _proc_mount(False)), ((1, 30), _proc_mount(True))], ()),
+    ("procMount", BASELINE, [((1, 0), proc_mount), ((1, 35), _unless_user_namespaced(proc_mount))], ()),
     ("seLinuxOptions", BASELINE, [((1, 0), _selinux(_SELINUX_1_0)),
                                   ((1, 31), _selinux(_SELINUX_1_0 | {"container_engine_t"}))], ()),
     ("seccompProfile_baseline", BASELINE, [((1, 0), seccomp_baseline_1_0), ((1, 19), seccomp_baseline_1_19)], ()),
     ("sysctls", BASELINE, [((1, 0), _sysctls(_SYSCTLS_1_0)), ((1, 27), _sysctls(_SYSCTLS_1_27)),
-                           ((1, 29), _sysctls(_SYSCTLS_1_29)), ((1, 32), _sysctls(_SYSCTLS_1_32))], ()),
+                           ((1, 29), _sysctls(_SYSCTLS_1_29)), ((1, 32), _sysctls(_SYSCTLS_1_32)),
+                           ((1, 37), _sysctls(_SYSCTLS_1_37))], ()),
     ("windowsHostProcess", BASELINE, [((1, 0), windows_host_process)], ()),
     ("allowPrivilegeEscalation", RESTRICTED, [((1, 8), allow_privilege_escalation),
                                               ((1, 25), _unless_windows(allow_privilege_escalation))], ()),
     ("capabilities_restricted", RESTRICTED, [((1, 22), capabilities_restricted),
                                              ((1, 25), _unless_windows(capabilities_restricted))],
      ("capabilities_baseline",)),
-    ("procMount_restricted", RESTRICTED, [((1, 30), _proc_mount(False))], ("procMount",)),
+    ("procMount_restricted", RESTRICTED, [((1, 35), proc_mount)], ("procMount",)),
     ("restrictedVolumes", RESTRICTED, [((1, 0), restricted_volumes)], ("hostPathVolumes",)),
-    ("runAsNonRoot", RESTRICTED, [((1, 0), run_as_non_root)], ()),
-    ("runAsUser", RESTRICTED, [((1, 23), run_as_user)], ()),
+    ("runAsNonRoot", RESTRICTED, [((1, 0), run_as_non_root), ((1, 35), _unless_user_namespaced(run_as_non_root))], ()),
+    ("runAsUser", RESTRICTED, [((1, 23), run_as_user), ((1, 35), _unless_user_namespaced(run_as_user))], ()),
     ("seccompProfile_restricted", RESTRICTED, [((1, 19), seccomp_restricted),
                                                ((1, 25), _unless_windows(seccomp_restricted))],
      ("seccompProfile_baseline",)),

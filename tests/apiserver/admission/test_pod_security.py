@@ -272,3 +272,45 @@ async def test_a_relabel_stops_evaluating_existing_pods_after_its_time_budget_an
         '299 - "new PodSecurity enforce level only checked against the first 4 of 6 existing pods"',
         '299 - "existing pods in namespace \\"n\\" violate the new PodSecurity enforce level \\"baseline:latest\\""',
         '299 - "p0 (and 3 other pods): host namespaces"']
+
+
+async def test_apparmor_proc_mount_user_namespaces_and_sysctls_as_upstreams_checks(tmp_path):
+    """appArmorProfile judges the fields at every version, in one sentence with the annotations;
+    from v1.35 a pod with hostUsers: false is spared baseline's procMount and restricted's
+    runAsNonRoot and runAsUser (restricted keeps procMount by procMount_restricted); v1.37 allows
+    two more sysctls."""
+    apparmor = pod("aa", securityContext={"appArmorProfile": {"type": "Unconfined"}},
+                   containers=[{"name": "c", "image": "busybox",
+                                "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}])
+    apparmor["metadata"]["annotations"] = {"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}
+    userns = restricted_pod("userns")
+    userns["spec"]["hostUsers"] = False
+    del userns["spec"]["securityContext"]["runAsNonRoot"]
+    userns["spec"]["containers"][0]["securityContext"]["runAsUser"] = 0
+    unmasked = pod("unmasked", hostUsers=False, containers=[{"name": "c", "image": "busybox",
+                                                              "securityContext": {"procMount": "Unmasked"}}])
+    sysctl = pod("sysctl", securityContext={"sysctls": [{"name": "net.ipv4.tcp_notsent_lowat", "value": "16384"}]})
+    async with served(tmp_path) as (_, api):
+        for name, labels in (("b29", {"enforce": "baseline", "enforce_version": "v1.29"}), ("b", {"enforce": "baseline"}),
+                             ("b34", {"enforce": "baseline", "enforce_version": "v1.34"}),
+                             ("b36", {"enforce": "baseline", "enforce_version": "v1.36"}),
+                             ("r", {"enforce": "restricted"}), ("r34", {"enforce": "restricted", "enforce_version": "v1.34"})):
+            await sent(api, "POST", NS, namespace(name, **labels))
+        refused = {ns: await sent(api, "POST", f"{NS}/{ns}/pods", p) for ns, p in (
+            ("b29", apparmor), ("b34", unmasked), ("r", unmasked), ("r34", userns), ("b36", sysctl))}
+        admitted = [await sent(api, "POST", f"{NS}/{ns}/pods", p) for ns, p in (("b", unmasked), ("r", userns), ("b", sysctl))]
+    assert [code for code, _, _ in admitted] == [201, 201, 201]
+    assert {ns: (code, body["message"].partition(": violates ")[2]) for ns, (code, body, _) in refused.items()} == {
+        "b29": (403, 'PodSecurity "baseline:v1.29": forbidden AppArmor profiles (pod and container "c" and annotation '
+                     'must not set AppArmor profile type to "Unconfined", '
+                     '"container.apparmor.security.beta.kubernetes.io/c="unconfined"")'),
+        "b34": (403, 'PodSecurity "baseline:v1.34": procMount (container "c" must not set securityContext.procMount to '
+                     '"Unmasked")'),
+        "r": (403, 'PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "c" must set '
+                   'securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "c" must set '
+                   'securityContext.capabilities.drop=["ALL"]), procMount (container "c" must not set '
+                   'securityContext.procMount to "Unmasked"), seccompProfile (pod or container "c" must set '
+                   'securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")'),
+        "r34": (403, 'PodSecurity "restricted:v1.34": runAsNonRoot != true (pod or container "c" must set '
+                     'securityContext.runAsNonRoot=true), runAsUser=0 (container "c" must not set runAsUser=0)'),
+        "b36": (403, 'PodSecurity "baseline:v1.36": forbidden sysctls (net.ipv4.tcp_notsent_lowat)')}
