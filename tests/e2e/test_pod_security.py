@@ -116,6 +116,10 @@ def test_a_bad_configuration_stops_up(tmp_path):
     (CONFIG, POD_SECURITY.replace("  enforce: privileged", "- enforce"),
      "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
      "of type v1.PodSecurityDefaults"),
+    # v1alpha1 is still decoded in 1.37 (its own package named by the decoder)
+    (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1alpha1\n").replace("  enforce: privileged", "- enforce"),
+     "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
+     "of type v1alpha1.PodSecurityDefaults"),
 ])
 def test_a_field_of_another_json_type_stops_up_in_the_decoders_words(tmp_path, admission, pod_security, said):
     (tmp_path / "admission.yaml").write_text(admission)

@@ -129,10 +129,13 @@ def go_typed(value, want: type, field: str, go_type: str):
     raise ValueError(f"json: cannot unmarshal {value_kind(value)} into Go struct field {field} of type {go_type}")
 
 
-def _decoded(doc: dict) -> tuple[dict, list]:
-    """A PodSecurityConfiguration's defaults and its usernames, runtimeClasses and namespaces exempt."""
-    defaults = go_typed(doc.get("defaults"), dict, "PodSecurityConfiguration.defaults", "v1.PodSecurityDefaults") or {}
-    ex = go_typed(doc.get("exemptions"), dict, "PodSecurityConfiguration.exemptions", "v1.PodSecurityExemptions") or {}
+def _decoded(doc: dict, version: str) -> tuple[dict, list]:
+    """A PodSecurityConfiguration's defaults and its usernames, runtimeClasses and namespaces exempt
+    (`version`: the Go package the decoder names, v1, v1beta1 or v1alpha1)."""
+    defaults = go_typed(doc.get("defaults"), dict, "PodSecurityConfiguration.defaults",
+                        f"{version}.PodSecurityDefaults") or {}
+    ex = go_typed(doc.get("exemptions"), dict, "PodSecurityConfiguration.exemptions",
+                  f"{version}.PodSecurityExemptions") or {}
     exemptions = []
     for key in ("usernames", "runtimeClasses", "namespaces"):
         field = f"PodSecurityConfiguration.exemptions.{key}"
@@ -141,8 +144,13 @@ def _decoded(doc: dict) -> tuple[dict, list]:
     return defaults, exemptions
 
 
+#: the PodSecurityConfiguration versions 1.37's scheme decodes (the same fields in each)
+CONFIG_VERSIONS = {f"pod-security.admission.config.k8s.io/{v}": v for v in ("v1", "v1beta1", "v1alpha1")}
+
+
 class Config:
-    """PodSecurityConfiguration (pod-security.admission.config.k8s.io/v1): defaults and exemptions."""
+    """PodSecurityConfiguration (pod-security.admission.config.k8s.io/v1, v1beta1 or v1alpha1):
+    defaults and exemptions."""
 
     def __init__(self, defaults: Policy | None = None, usernames=(), runtime_classes=(), namespaces=()) -> None:
         self.defaults = defaults or Policy(*(LevelVersion(PRIVILEGED),) * 3)
@@ -155,12 +163,12 @@ class Config:
     @classmethod
     def parse(cls, doc: dict) -> Config:
         """A PodSecurityConfiguration document; ValueError says what is wrong with it."""
-        if not isinstance(doc, dict) or doc.get("kind") != "PodSecurityConfiguration" or doc.get("apiVersion") not in (
-                "pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1"):
+        if not isinstance(doc, dict) or doc.get("kind") != "PodSecurityConfiguration" or \
+                doc.get("apiVersion") not in CONFIG_VERSIONS:
             raise ValueError("PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 "
                              "PodSecurityConfiguration")
         try:
-            defaults, exemptions = _decoded(doc)
+            defaults, exemptions = _decoded(doc, CONFIG_VERSIONS[doc["apiVersion"]])
         except ValueError as e:
             raise ValueError(f"PodSecurity configuration: {e}") from None
         unknown = sorted(str(k) for k in set(defaults) - {m + s for m in MODES for s in ("", "-version")})
