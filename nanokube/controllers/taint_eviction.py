@@ -1,8 +1,12 @@
 """Taint eviction (upstream's taint-eviction-controller): a pod on a node
 with NoExecute taints it does not tolerate is deleted at once; one that
-tolerates them for `tolerationSeconds` is deleted when that time has passed
-since the taint was added (a toleration without seconds tolerates forever).
-Before the delete the pod gets a `DisruptionTarget` condition and an event.
+tolerates them for `tolerationSeconds` is deleted that long after this
+controller first found it on the tainted node (a toleration without seconds
+tolerates forever), as upstream's timed queue counts it: from when the taint
+was seen, or from the pod's arrival on a node tainted before it. Before the
+delete the pod gets a `DisruptionTarget` condition and an event; a scheduled
+deletion the taint's removal (or the pod's) calls off gets a "Cancelling
+deletion" event.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from ..machinery.conditions import find_condition, observed_generation, transition_time
 from ..machinery.errors import APIError
 from ..client.informer import InformerFactory, key_of
-from ..clock import REAL, Clock, parse_time
+from ..clock import REAL, Clock
 from ..machinery.scheduling import tolerates
 from .base import Controller
 from ..client.record import CoreEventRecorder
@@ -41,6 +45,22 @@ def toleration_seconds(taint: dict, tolerations: list[dict]) -> float | None:
     return min(finite) if finite else None
 
 
+def min_toleration(taints: list[dict], tolerations: list[dict]) -> float | None:
+    """GetMatchingTolerations then getMinTolerationTime: each taint's first toleration that
+    matches it; 0 when a taint has none or a used one's seconds are not positive, the smallest
+    seconds of the used ones, None when they all tolerate forever."""
+    seconds = []
+    for taint in taints:
+        used = next((t for t in tolerations if tolerates(t, taint)), None)
+        if used is None:
+            return 0.0
+        if used.get("tolerationSeconds") is not None:
+            seconds.append(float(used["tolerationSeconds"]))
+    if any(s <= 0 for s in seconds):
+        return 0.0
+    return min(seconds, default=None)
+
+
 class TaintEvictionController(Controller):
     name = "taint-eviction-controller"
     queue_name = "noexec_taint_pod"
@@ -54,7 +74,8 @@ class TaintEvictionController(Controller):
         self.pods.add_index(NODE_INDEX, pod_node)
         self.nodes.add_handlers(self._node_changed, self._node_updated)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_deleted)
-        self._first_seen: dict[tuple, float] = {}
+        #: scheduled deletions by pod key: (uid, when scheduled, when due), upstream's timed workers
+        self._timers: dict[str, tuple[str, float, float]] = {}
         #: pods (by uid) deleted here whose deletion the informer has not shown yet
         self._deleting: set[str] = set()
 
@@ -78,38 +99,39 @@ class TaintEvictionController(Controller):
 
     def _pod_deleted(self, pod: dict) -> None:
         self._deleting.discard(pod["metadata"]["uid"])
+        if key_of(pod) in self._timers:
+            self.queue.add(key_of(pod))
 
-    def _added(self, node: str, taint: dict) -> float:
-        """The taint's timeAdded, or when this controller first saw it without one."""
-        if taint.get("timeAdded"):
-            return parse_time(taint["timeAdded"])
-        ident = (node, taint.get("key"), taint.get("value"), taint.get("effect"))
-        return self._first_seen.setdefault(ident, self.clock.now())
-
-    def due(self, pod: dict) -> float | None:
-        """When the pod must go, or None while its node's NoExecute taints are tolerated forever."""
-        node = pod_node(pod)
-        if node is None:
-            return None
-        tolerations = pod["spec"].get("tolerations") or []
-        times = []
-        for taint in _noexecute(self.nodes.get(node)):
-            seconds = toleration_seconds(taint, tolerations)
-            if seconds is not None:
-                times.append(self._added(node, taint) + seconds)
-        return min(times, default=None)
+    async def _cancel(self, key: str) -> None:
+        """cancelWorkWithEvent: a scheduled deletion called off is reported on the pod."""
+        if self._timers.pop(key, None) is not None:
+            ns, name = key.split("/", 1)
+            await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": {"namespace": ns, "name": name}}, "Normal",
+                                     "TaintManagerEviction", f"Cancelling deletion of Pod {key}")
 
     async def sync(self, key) -> None:
         pod = self.pods.get(key)
+        timer = self._timers.get(key)
+        if pod is None or (timer is not None and timer[0] != pod["metadata"]["uid"]):
+            await self._cancel(key)  # gone, or another pod under its name
         if pod is None or pod["metadata"].get("deletionTimestamp") or pod["metadata"]["uid"] in self._deleting:
             return
-        when = self.due(pod)
-        if when is None:
+        node = pod_node(pod)
+        taints = _noexecute(self.nodes.get(node)) if node is not None else []
+        seconds = min_toleration(taints, pod["spec"].get("tolerations") or []) if taints else None
+        if seconds is None:  # no NoExecute taint left, or tolerated forever
+            await self._cancel(key)
             return
-        wait = when - self.clock.now()
-        if wait > 0:
-            self.queue.add_after(key, wait)
-            return
+        now = self.clock.now()
+        if seconds > 0:
+            # a deletion already scheduled keeps its time (upstream's keepExisting)
+            _, _, due = self._timers.setdefault(key, (pod["metadata"]["uid"], now, now + seconds))
+            if due > now:
+                self.queue.add_after(key, due - now)
+                return
+            del self._timers[key]
+        else:
+            await self._cancel(key)
         await self._evict(pod)
 
     async def _evict(self, pod: dict) -> None:

@@ -201,6 +201,53 @@ async def _true(v: bool) -> bool:
     return v
 
 
+async def test_a_pod_arriving_on_a_tainted_node_is_given_its_toleration_from_then_and_a_lifted_taint_cancels():
+    """Upstream's timed eviction counts tolerationSeconds from when the controller finds the pod on the
+    tainted node, not from the taint's timeAdded: a pod bound to a node tainted long ago stays its 60 s
+    (was: deleted at once). Each taint uses the pod's first matching toleration (here one without
+    seconds: never evicted). Lifting the taint calls a scheduled deletion off with a "Cancelling
+    deletion of Pod" event (was: silently)."""
+    s = await make_stack()
+    clock = ManualClock()
+    nodes, pods, events = (s.client.resource("", "v1", r) for r in ("nodes", "pods", "events"))
+    await nodes.create({"metadata": {"name": "n1"}, "spec": {"taints": [
+        {"key": "maint", "effect": "NoExecute", "timeAdded": "2020-01-01T00:00:00Z"}]}})
+    minute = [{"key": "maint", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
+    ctl = TaintEvictionController(s.client, clock)
+    await ctl.start()
+
+    def deleted(name):
+        async def check():
+            p = await pods.get(name, "default")
+            return p if p["metadata"].get("deletionTimestamp") else None
+        return check
+
+    try:
+        await pods.create(_pod("late", minute))
+        await pods.create(_pod("first-match", [{"key": "maint", "operator": "Exists"}, *minute]))
+        await eventually(lambda: _true(len(clock._sleepers) >= 1))
+        await clock.advance(59)
+        assert not await deleted("late")()
+        await clock.advance(2)
+        await eventually(deleted("late"))
+
+        await pods.create(_pod("spared", minute))
+        await eventually(lambda: _true(len(clock._sleepers) >= 1))
+        await clock.advance(30)
+        await nodes.patch("n1", {"spec": {"taints": None}})
+
+        async def cancelled():
+            items, _ = await events.list("default")
+            return [(e["involvedObject"]["name"], e["message"]) for e in items
+                    if e["reason"] == "TaintManagerEviction" and e["message"].startswith("Cancelling")]
+        await becomes(cancelled, [("spared", "Cancelling deletion of Pod default/spared")])
+        await clock.advance(60)
+        assert not await deleted("spared")() and not await deleted("first-match")()
+    finally:
+        await ctl.stop()
+        await s.close()
+
+
 async def test_a_nodes_new_taint_queues_the_pods_on_it_from_the_shared_pod_informers_node_index():
     """getPodsAssignedToNode: the manager's one pod informer (no second, field-selected watch) and its
     spec.nodeName index give the pods of a node whose NoExecute taints changed; unscheduled pods and
