@@ -86,7 +86,8 @@ class CacheStats:
     they read), the initial events handed to new watches, the watches ended for falling behind,
     and the lists it served: [lists, objects read, objects returned]."""
 
-    __slots__ = ("received", "inits", "init_objects", "init_events", "terminated", "lists")
+    __slots__ = ("received", "inits", "init_objects", "init_events", "terminated", "lists", "capacity", "increases",
+                 "decreases")
 
     def __init__(self) -> None:
         self.received: dict[str, int] = {}
@@ -95,6 +96,10 @@ class CacheStats:
         self.init_events: dict[str, int] = {}
         self.terminated: dict[str, int] = {}
         self.lists: dict[str, list[int]] = {}
+        #: the capacity of each resource's watch cache that changed (see CAPACITY_MIN), and its changes
+        self.capacity: dict[str, int] = {}
+        self.increases: dict[str, int] = {}
+        self.decreases: dict[str, int] = {}
 
     @staticmethod
     def add(counts: dict[str, int], prefix: str, n: int) -> None:
@@ -104,6 +109,10 @@ class CacheStats:
         for rp, objs in objects.items():
             self.add(self.inits, rp, 1)
             self.add(self.init_objects, rp, len(objs))
+
+    def resized(self, prefix: str, was: int, capacity: int) -> None:
+        self.capacity[prefix] = capacity
+        self.add(self.increases if capacity > was else self.decreases, prefix, 1)
 
     def listed(self, prefix: str, fetched: int, returned: int) -> None:
         """A list of `prefix` (a resource's or a namespace's) served: `fetched` entries read, `returned` sent."""
@@ -263,18 +272,22 @@ class EventQueue(asyncio.Queue):
 
 
 #: a watch's buffer (`Watcher.size`), as upstream's cacheWatcher's channel (suggestedWatchChannelSize):
-#: about a second of its resource's events, those of the last EVENT_FRESH seconds (what upstream's
-#: watch cache grows to hold) over as many seconds, at least WATCH_BUFFER_MIN and at most
-#: WATCH_BUFFER_TRIGGERED for a watch of one value of its resource's trigger field (a node's pods by
-#: spec.nodeName), WATCH_BUFFER_INDEXED for any other watch of such a resource, WATCH_BUFFER_OTHER
-#: for any other resource's
+#: about a second of its resource's events, its watch cache's capacity (see CAPACITY_MIN) over
+#: EVENT_FRESH seconds, at least WATCH_BUFFER_MIN and at most WATCH_BUFFER_TRIGGERED for a watch of one
+#: value of its resource's trigger field (a node's pods by spec.nodeName), WATCH_BUFFER_INDEXED for any
+#: other watch of such a resource, WATCH_BUFFER_OTHER for any other resource's
 WATCH_BUFFER_MIN = 10
 WATCH_BUFFER_TRIGGERED = 10
 WATCH_BUFFER_INDEXED = 1000
 WATCH_BUFFER_OTHER = 100
 EVENT_FRESH = 75.0
-#: seconds between the samples of each resource's event count that `buffer_size` reads
-_RATE_SAMPLE = 15.0
+#: the capacity of a resource's watch cache (upstream's watchCacheHistory, in events): it starts at
+#: CAPACITY_MIN; an event that finds it full doubles it (up to CAPACITY_MAX) when the oldest event it
+#: holds came less than EVENT_FRESH seconds before, and halves it (down to CAPACITY_MIN) when the
+#: oldest of its newest quarter came more than EVENT_FRESH seconds before, so it follows the events of
+#: the last 75 s by powers of two, and only as events come (`WatchCache._history`)
+CAPACITY_MIN = 100
+CAPACITY_MAX = 100 * 1024
 #: upstream's dispatchTimeoutBudget (a timeBudget per resource): the seconds its dispatch may wait,
 #: all its blocked watchers together, for those whose buffer an event found full, before it closes
 #: the ones still full ("Forcing ... watcher close due to unresponsiveness",
@@ -470,9 +483,9 @@ class WatchCache:
         #: per resource prefix, what kube-apiserver's cacher metrics count (collected by metrics.py's
         #: WatchCacheCollector): a dict increment on the paths they count, nothing else
         self.stats = CacheStats()
-        #: (when, a copy of stats.received) every _RATE_SAMPLE seconds at most, taken as watches start,
-        #: the first the newest at least EVENT_FRESH seconds old (see buffer_size)
-        self._samples: deque[tuple[float, dict[str, int]]] = deque([(clock.monotonic(), {})])
+        #: per resource prefix, when the cache took its latest events, as many as its capacity
+        #: (`maxlen`, see CAPACITY_MIN): the times upstream's watch cache keeps with its events
+        self._history: dict[str, deque[float]] = {}
         #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the last wait
         #: an event's blocked watches share (see Blocked)
         self._born = clock.monotonic()
@@ -578,6 +591,8 @@ class WatchCache:
         self.stats.initialized(fresh)
         self._events.clear()
         self._event_revs.clear()
+        for times in self._history.values():  # as upstream's Replace empties its history, keeping its capacity
+            times.clear()
         self.rev = self._oldest = rev
         for ws in self._watchers.values():
             for w in ws:
@@ -596,6 +611,14 @@ class WatchCache:
         self._changes[prefix] = self._change_seq
         received = self.stats.received
         received[prefix] = received.get(prefix, 0) + 1
+        times = self._history.get(prefix)
+        if times is None:
+            times = self._history[prefix] = deque(maxlen=CAPACITY_MIN)
+        now = self.clock.monotonic()
+        if len(times) == times.maxlen and (now - times[0] < EVENT_FRESH and times.maxlen < CAPACITY_MAX
+                                           or now - times[-(times.maxlen >> 2)] > EVENT_FRESH and times.maxlen > CAPACITY_MIN):
+            times = self._resize(prefix, times, now)
+        times.append(now)
         objs = self._by_prefix.setdefault(prefix, {})
         prev = objs.get(key)
         rev = ev.revision
@@ -738,22 +761,26 @@ class WatchCache:
         b.watchers.clear()
         self._start(rp, b.next)
 
+    def _resize(self, prefix: str, times: deque[float], now: float) -> deque[float]:
+        """The history of `prefix`'s events, full, doubled or halved as CAPACITY_MIN says (halved, it
+        keeps the newest, as upstream's doCacheResizeLocked)."""
+        was = times.maxlen
+        capacity = min(2 * was, CAPACITY_MAX) if now - times[0] < EVENT_FRESH else max(was // 2, CAPACITY_MIN)
+        times = self._history[prefix] = deque(times, maxlen=capacity)
+        self.stats.resized(prefix, was, capacity)
+        return times
+
+    def capacity(self, prefix: str) -> int:
+        """The capacity of the watch cache of `prefix`'s resource (see CAPACITY_MIN)."""
+        times = self._history.get(_bucket(prefix))
+        return CAPACITY_MIN if times is None else times.maxlen
+
     def buffer_size(self, prefix: str, indexed: bool = False, triggered: bool = False) -> int:
         """`Watcher.size` for a watch of `prefix` (see WATCH_BUFFER_MIN): `indexed`, its resource has a
         trigger field (pods' spec.nodeName, nodes' name), which the watch's field selector names one
         value of (`triggered`)."""
         most = WATCH_BUFFER_TRIGGERED if triggered else WATCH_BUFFER_INDEXED if indexed else WATCH_BUFFER_OTHER
-        if most <= WATCH_BUFFER_MIN:
-            return WATCH_BUFFER_MIN
-        now, received, samples = self.clock.monotonic(), self.stats.received, self._samples
-        if now - samples[-1][0] >= _RATE_SAMPLE:
-            samples.append((now, dict(received)))
-        while len(samples) > 1 and now - samples[1][0] >= EVENT_FRESH:
-            samples.popleft()
-        since, counts = samples[0]
-        rp = _bucket(prefix)
-        per_second = (received.get(rp, 0) - counts.get(rp, 0)) / max(now - since, EVENT_FRESH)
-        return max(WATCH_BUFFER_MIN, min(most, math.ceil(per_second)))
+        return max(WATCH_BUFFER_MIN, min(most, math.ceil(self.capacity(prefix) / EVENT_FRESH)))
 
     @staticmethod
     def _end(w: Watcher) -> None:

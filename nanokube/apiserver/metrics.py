@@ -12,6 +12,7 @@ from ..machinery import featuregates
 from ..machinery.metrics import Family, exponential_buckets
 from ..metrics.exposition import render
 from ..metrics.process import PROCESS
+from .cache import CAPACITY_MIN
 
 
 #: kube-apiserver's request labels (endpoints/metrics): `scope` is resource, namespace or cluster
@@ -157,6 +158,11 @@ class WatchCacheCollector:
          ("group", "resource")),
         ("counter", "apiserver_storage_list_returned_objects",
          "[ALPHA] Number of objects returned for a LIST request from storage", ("group", "resource")),
+        ("gauge", "watch_cache_capacity", "[ALPHA] Total capacity of watch cache broken by resource type."),
+        ("counter", "watch_cache_capacity_increase",
+         "[ALPHA] Total number of watch cache capacity increase events broken by resource type."),
+        ("counter", "watch_cache_capacity_decrease",
+         "[ALPHA] Total number of watch cache capacity decrease events broken by resource type."),
     )
 
     def describe(self) -> list[Metric]:
@@ -164,14 +170,15 @@ class WatchCacheCollector:
 
     def collect(self) -> list[Metric]:
         (lists, fetched, returned, init_events, received, dispatched, terminated, rv, inits, storage_lists,
-         storage_fetched, storage_evaluated, storage_returned) = families = self.describe()
+         storage_fetched, storage_evaluated, storage_returned, capacity, increases, decreases) = families = self.describe()
         s = self.stats
         for gr, (n, f, r) in self._metered(s.lists):
             lists.add_metric([*gr, ""], n)
             fetched.add_metric([*gr, ""], f)
             returned.add_metric(gr, r)
         for counts, *into in ((s.init_events, init_events), (s.received, received, dispatched),
-                              (s.terminated, terminated), (s.inits, inits, storage_lists)):
+                              (s.terminated, terminated), (s.inits, inits, storage_lists), (s.increases, increases),
+                              (s.decreases, decreases)):
             for gr, n in self._metered(counts):
                 for family in into:
                     family.add_metric(gr, n)
@@ -179,8 +186,9 @@ class WatchCacheCollector:
             for family in (storage_fetched, storage_evaluated, storage_returned):
                 family.add_metric(gr, n)
         rev = self.revision() % self._RV_DIGITS
-        for gr, _ in self._metered(dict.fromkeys({*s.inits, *s.received})):
+        for gr, rp in self._metered({rp: rp for rp in {*s.inits, *s.received}}):
             rv.add_metric(gr, rev)
+            capacity.add_metric(gr, s.capacity.get(rp, CAPACITY_MIN))
         return families
 
 

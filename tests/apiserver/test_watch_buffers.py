@@ -1,5 +1,5 @@
-"""A watch's buffer, as upstream's cacheWatcher's: sized by its resource's event rate (10 to 100,
-1000 for a resource with a trigger field, 10 for a watch of one value of it), and a watch whose
+"""A watch's buffer, as upstream's cacheWatcher's: sized by its resource's watch cache capacity over
+75 s (10 to 100, 1000 for a resource with a trigger field, 10 for a watch of one value of it), and a watch whose
 queue is still past it when its resource's budget (WATCH_BUDGET at most) runs out is ended as unresponsive, dropping what it had not
 taken, instead of the server holding every event for it; its client watches again from the last
 resourceVersion it had and misses nothing. An in-process watch that takes its events whenever its
@@ -8,13 +8,15 @@ task runs is never ended, however long the loop was busy."""
 import asyncio
 import time
 
+import aiohttp
 import orjson
 
 from nanokube.apiserver.app import APIServer
-from nanokube.apiserver.cache import WATCH_BUDGET, WATCH_BUFFER_INDEXED, WATCH_BUFFER_MIN, WATCH_BUFFER_OTHER
+from nanokube.apiserver.cache import CAPACITY_MIN, EVENT_FRESH, WATCH_BUDGET, WATCH_BUFFER_MIN, WATCH_BUFFER_TRIGGERED
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.client.informer import Informer
+from nanokube.clock import VirtualClock
 from nanokube.store.memory import MemoryStore
 
 OPTS = WriteOptions(user=SYSTEM)
@@ -86,8 +88,24 @@ async def test_an_in_process_informer_keeps_its_watch_through_a_burst_on_a_busy_
         await server.stop()
 
 
-async def test_a_watch_s_buffer_follows_its_resource_s_event_rate_and_trigger():
-    server = APIServer(MemoryStore(), None, port=0)
+def _capacity(metrics: str, resource: str) -> tuple[float, float, float]:
+    """watch_cache_capacity of `resource` and its increases and decreases, from /metrics."""
+    got = {}
+    for line in metrics.splitlines():
+        if line.startswith("watch_cache_capacity") and f'resource="{resource}"' in line:
+            got[line.split("{", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    return (got.get("watch_cache_capacity", 0.0), got.get("watch_cache_capacity_increase_total", 0.0),
+            got.get("watch_cache_capacity_decrease_total", 0.0))
+
+
+async def test_a_watch_s_buffer_is_its_resource_s_watch_cache_capacity_over_75_s():
+    """Upstream's watch cache holds a resource's events from the last 75 s, its capacity doubling when
+    an event finds it full of fresher ones and halving when one finds the newest quarter stale (from
+    100 to 102,400); a watch's buffer is that capacity over 75 s (at least 10, at most 10 for a watch
+    of one node's pods, 1000 for other watches of pods, 100 for other resources)."""
+    clock = VirtualClock()
+    server = APIServer(MemoryStore(), None, port=0, clock=clock)
+    server.rest.admission.disable("ServiceAccount")
     await server.start()
     try:
         rest = server.rest
@@ -98,16 +116,29 @@ async def test_a_watch_s_buffer_follows_its_resource_s_event_rate_and_trigger():
             await stream.aclose()
             return stream.watcher.size
 
+        async def capacity(resource: str) -> tuple[float, float, float]:
+            async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{server.port}/metrics") as r:
+                return _capacity(await r.text(), resource)
+
         assert await size(pods) == await size(cms) == WATCH_BUFFER_MIN  # nothing written yet
-        for i in range(40):  # ~3,000 events of each within EVENT_FRESH seconds: 40 a second
-            rest.cache.stats.add(rest.cache.stats.received, "/registry/pods/", 75)
-            rest.cache.stats.add(rest.cache.stats.received, "/registry/configmaps/", 75 * 4)
-        assert await size(pods) == 40
-        assert await size(pods, field_selector="spec.nodeName=n1") == WATCH_BUFFER_MIN
-        assert await size(pods, field_selector="spec.nodeName!=") == 40
-        assert await size(cms) == WATCH_BUFFER_OTHER  # 160 a second, past an unindexed resource's most
-        rest.cache.stats.add(rest.cache.stats.received, "/registry/pods/", 75 * 2000)
-        assert await size(pods, label_selector="app=a") == WATCH_BUFFER_INDEXED
+        for i in range(1600):  # within 75 s: 100 -> 200 -> 400 -> 800 -> 1600 as the 101st, 201st, ... comes
+            await rest.create(cms, "v1", "default", _cm(f"cm-{i}"), OPTS)
+        assert await capacity("configmaps") == (1600, 4, 0)
+        assert await size(cms) == 22  # ceil(1600 / 75)
+        for i in range(801):
+            await rest.create(pods, "v1", "default", {"metadata": {"name": f"p-{i}"},
+                                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}, OPTS)
+        assert (await capacity("pods"))[0] == 1600
+        assert await size(pods) == await size(pods, field_selector="spec.nodeName!=") == 22
+        assert await size(pods, field_selector="spec.nodeName=n1") == WATCH_BUFFER_TRIGGERED
+        await clock.advance(EVENT_FRESH + 1)
+        await rest.create(cms, "v1", "default", _cm("later-0"), OPTS)  # its newest quarter is stale: halved
+        assert await capacity("configmaps") == (800, 4, 1)
+        assert await size(cms) == 11
+        for i in range(1, 4):  # each finds it full again, of events no fresher: 400, 200, 100
+            await rest.create(cms, "v1", "default", _cm(f"later-{i}"), OPTS)
+        assert await capacity("configmaps") == (CAPACITY_MIN, 4, 4)
+        assert await size(cms) == WATCH_BUFFER_MIN
     finally:
         await server.stop()
 
@@ -164,18 +195,19 @@ async def test_a_watch_ended_while_its_client_reads_slowly_ends_cleanly_and_its_
         await server.stop()
 
 
-async def test_a_watch_keeps_the_buffer_it_started_with_as_its_resource_s_rate_changes():
+async def test_a_watch_keeps_the_buffer_it_started_with_as_its_resource_s_capacity_changes():
     """Upstream sizes a watcher's channels once, as its watch starts (suggestedWatchChannelSize of the
     watch cache's capacity then); a capacity grown or shrunk later sizes later watches only."""
     server = APIServer(MemoryStore(), None, port=0)
     await server.start()
     try:
-        pods = server.index.get("", "v1", "pods")
-        early = await server.rest.watch(pods, "v1", None)
+        cms = server.index.get("", "v1", "configmaps")
+        early = await server.rest.watch(cms, "v1", None)
         assert early.watcher.size == WATCH_BUFFER_MIN
-        server.cache.stats.add(server.cache.stats.received, "/registry/pods/", 75 * 400)  # 400 a second
-        late = await server.rest.watch(pods, "v1", None)
-        assert (early.watcher.size, late.watcher.size) == (WATCH_BUFFER_MIN, 400)
+        for i in range(801):  # capacity 1600
+            await server.rest.create(cms, "v1", "default", _cm(f"cm-{i}"), OPTS)
+        late = await server.rest.watch(cms, "v1", None)
+        assert (early.watcher.size, late.watcher.size) == (WATCH_BUFFER_MIN, 22)
         await early.aclose()
         await late.aclose()
     finally:
