@@ -89,10 +89,15 @@ class ReplaceFailed(Exception):
     """A running Job that concurrencyPolicy Replace must delete was not: the sync is retried."""
 
 
+class EmptyName(Exception):
+    """An active reference without a name (a status a user wrote): client-go's Get refuses it before
+    any request, so upstream's syncCronJob fails on it, retried, until the reference goes."""
+
+
 class CronJobController(Controller):
     name = "cronjob-controller"
     queue_name = "cronjob"
-    retriable = (ReplaceFailed,)
+    retriable = (ReplaceFailed, EmptyName)
 
     def __init__(self, client, clock: Clock | None = None, metrics: ControllerMetrics | None = None,
                  informers: InformerFactory | None = None):
@@ -198,6 +203,8 @@ class CronJobController(Controller):
         for ref in list(active):
             if ref.get("uid") in by_uid:
                 continue
+            if not ref.get("name"):
+                raise EmptyName("resource name may not be empty")
             try:
                 await self.jobs.get(ref["name"], ref.get("namespace") or cj["metadata"]["namespace"])
             except APIError as e:

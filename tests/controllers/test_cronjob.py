@@ -455,3 +455,21 @@ async def test_a_sync_that_changes_nothing_writes_no_status(env, tmp_path):
     writes = [line for line in (tmp_path / "audit.log").read_text().splitlines() if '"cronjobs"' in line]
     assert writes and all('"subresource":"status"' not in w for w in writes), writes
     assert not await jobs(client)
+
+
+async def test_an_active_reference_without_a_name_fails_the_sync_without_a_traceback(env, caplog):
+    """status.active of a reference a user wrote without a name: client-go's GetJob refuses the empty
+    name, so upstream's syncCronJob returns that error (retried) and starts nothing; it was a KeyError
+    and its traceback on every retry (fuzz60)."""
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    made = await cjs.create(cronjob("nameless"))
+    await cjs.update({**made, "status": {"active": [{"kind": "Job", "uid": "u-1"}]}}, subresource="status")
+    await clock.advance(60)
+
+    async def refused():
+        return [r for r in caplog.records if "default/nameless" in r.getMessage()
+                and "resource name may not be empty" in r.getMessage()]
+    await soon(refused)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    assert await jobs(client) == []
