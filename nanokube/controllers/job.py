@@ -100,7 +100,9 @@ def success_policy_match(policy: dict | None, completions: int, done: Indexes) -
 
 def transition_events(old: list[dict], new: list[dict]) -> list[tuple[str, str, str]]:
     """Upstream's events for conditions that just turned: completion,
-    failure (with the failure's reason and message), suspend and resume."""
+    failure (with the failure's reason and message), suspend and resume. A condition a status write
+    left without its type or status has Go's "" there."""
+    old, new = [_condition(c) for c in old], [_condition(c) for c in new]
     before = {c["type"]: c["status"] for c in old}
     out = []
     for c in new:
@@ -115,6 +117,11 @@ def transition_events(old: list[dict], new: list[dict]) -> list[tuple[str, str, 
         elif c["type"] == "Suspended" and before.get("Suspended") == "True":
             out.append(("Normal", "Resumed", "Job resumed"))
     return out
+
+
+def _condition(c: dict) -> dict:
+    """A condition with the type and status JobCondition's Go struct always has."""
+    return c if "type" in c and "status" in c else {"type": "", "status": "", **c}
 
 
 def job_selector(job: dict):
@@ -158,7 +165,7 @@ def past_backoff_limit_on_failure(spec: dict, pods: list[dict]) -> bool:
 def finished(job: dict) -> str | None:
     """The type of the Complete or Failed condition that is True, if any (jobutil.IsJobFinished)."""
     for c in (job.get("status") or {}).get("conditions") or []:
-        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
             return c["type"]
     return None
 
@@ -675,7 +682,7 @@ class JobController(Controller):
         failures, then the success policy, then the completions count. `restarted_out`: the restarts of
         an OnFailure Job's live pods reached its backoffLimit."""
         for c in st.get("conditions") or []:
-            if c["type"] in ("FailureTarget", "SuccessCriteriaMet") and c["status"] == "True":
+            if c.get("type") in ("FailureTarget", "SuccessCriteriaMet") and c.get("status") == "True":
                 return c["type"], c.get("reason", ""), c.get("message", "")
         completions = spec.get("completions")
         if failed > spec.get("backoffLimit", 6) or restarted_out:
@@ -701,7 +708,7 @@ class JobController(Controller):
 
     def _add_condition(self, st: dict, ctype: str, status: str, reason: str, message: str, now: float) -> None:
         old = find_condition(st.get("conditions"), ctype)
-        if old and old["status"] == status and old.get("reason") == reason:
+        if old and old.get("status") == status and old.get("reason") == reason:
             return
         t = format_time(now)
         st["conditions"] = remove_condition(st.get("conditions"), ctype) + [{
@@ -721,7 +728,7 @@ class JobController(Controller):
         old = find_condition(st.get("conditions"), "Suspended")
         if suspended:
             self._add_condition(st, "Suspended", "True", "JobSuspended", "Job suspended", now)
-        elif old and old["status"] == "True":
+        elif old and old.get("status") == "True":
             self._add_condition(st, "Suspended", "False", "JobResumed", "Job resumed", now)
             st["startTime"] = format_time(now)
 

@@ -999,3 +999,22 @@ async def test_pods_over_parallelism_go_pending_first_as_active_pods_orders_them
     await jobs.patch("pi", {"spec": {"parallelism": 2}}, namespace="default")
     left = await ticking(clock, lambda: live_pods(client, 2))
     assert sorted(p["metadata"]["name"] for p in left) == sorted(p["metadata"]["name"] for p in (first, second))
+
+
+async def test_conditions_written_without_type_or_status_are_read_as_go_zero_values(env, caplog):
+    """A status write may leave a condition's type or status out (upstream serves them as ""): the
+    controller reads them so, sets Suspended back to True and reports it; it was a KeyError and its
+    traceback on every sync (fuzz60)."""
+    client, _, clock = env
+    jobs = client.resource("batch", "v1", "jobs")
+    await jobs.create(job(suspend=True))
+    await ticking(clock, lambda: job_condition(client, "Suspended"))
+
+    async def suspended():
+        j = await jobs.get("pi", "default")
+        return [c for c in j["status"]["conditions"] if c.get("type") == "Suspended" and c.get("status") == "True"]
+    for conditions in ([{"type": "Suspended"}], [{"status": "True"}, {"type": "Suspended", "status": "False"}]):
+        j = await jobs.get("pi", "default")
+        await jobs.update({**j, "status": {**j["status"], "conditions": conditions}}, subresource="status")
+        await ticking(clock, suspended)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
