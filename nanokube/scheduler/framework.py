@@ -54,6 +54,16 @@ def unschedulable(*reasons: str, resolvable: bool = True) -> Status:
 SKIP = Status(Code.SKIP)
 
 
+def _failed_at(point: str, plugin: str, st: Status) -> Status:
+    """The status a plugin's error (not a rejection) ends Reserve, Permit, PreBind or Bind with:
+    upstream's framework wraps it (`running PreBind plugin "DynamicResources": ...`), and that is
+    what the pod's FailedScheduling Event and condition say."""
+    if st.code == Code.ERROR:
+        return Status(Code.ERROR, [f'running {point} plugin "{plugin}": {st.message()}'], plugin)
+    st.plugin = plugin
+    return st
+
+
 class NodeToStatus(dict):
     """Node name -> the status that rejected it, and `absent`: the one status of every node not
     listed (the nodes a PreFilter result left out), as upstream's NodeToStatus keeps it, so a pod
@@ -550,8 +560,7 @@ class Framework:
         for p in self.points["reserve"]:
             st = p.reserve(state, info, node)
             if st is not None:
-                st.plugin = p.name
-                return st
+                return _failed_at("Reserve", p.name, st)
         return None
 
     @_extension_point("Unreserve")
@@ -571,8 +580,7 @@ class Framework:
             if st.code == Code.WAIT:
                 pending[p.name] = st.timeout
                 continue
-            st.plugin = p.name
-            return st
+            return _failed_at("Permit", p.name, st)
         if pending:
             self.waiting[info.uid] = WaitingPod(info, pending)
             return Status(Code.WAIT)
@@ -614,8 +622,7 @@ class Framework:
         for p in self.points["pre_bind"]:
             st = await p.pre_bind(state, info, node)
             if st is not None:
-                st.plugin = p.name
-                return st
+                return _failed_at("PreBind", p.name, st)
         return None
 
     @_extension_point("Bind")
@@ -624,9 +631,7 @@ class Framework:
             st = await p.bind(state, info, node)
             if st is not None and st.code == Code.SKIP:
                 continue
-            if st is not None:
-                st.plugin = p.name
-            return st
+            return st if st is None else _failed_at("Bind", p.name, st)
         return Status(Code.ERROR, ["no bind plugin bound the pod"])
 
     @_extension_point("PostBind")

@@ -740,31 +740,33 @@ class DynamicResources:
         if cyc is None:
             return None
         for claim in cyc.claims:
-            try:
-                st = await self._bind_claim(cyc, claim, info.pod)
-            except APIError as e:
-                return Status(Code.ERROR, [f"binding resourceclaim {claim['metadata']['name']}: {e.message}"])
-            if st is not None:
+            if (st := await self._bind_claim(cyc, claim, info.pod)) is not None:
                 return st
-        if node in cyc.extended:
-            try:
-                await self._bind_extended(cyc, cyc.extended[node], info.pod)
-            except APIError as e:
-                return Status(Code.ERROR, [f"binding extended resource claim: {e.message}"])
+        if node in cyc.extended and (st := await self._bind_extended(cyc, cyc.extended[node], info.pod)):
+            return st
         return await self._await_binding_conditions(cyc, info.pod, node)
 
-    async def _bind_extended(self, cyc: _Cycle, claim: dict, pod: dict) -> None:
+    async def _bind_extended(self, cyc: _Cycle, claim: dict, pod: dict) -> Status | None:
         """Creates the pod's extended resource claim, writes its in-flight allocation with the pod
         in reservedFor (after the delete-protection finalizer), and records the claim and which
-        container each request serves in the pod's status.extendedResourceClaimStatus."""
+        container each request serves in the pod's status.extendedResourceClaimStatus. A failed
+        write is an error in upstream's words (a quota refusing the claim is the one most seen)."""
         md = claim["metadata"]
         alloc = self.dra.in_flight[md["uid"]]["status"]["allocation"]
         meta = {k: v for k, v in md.items() if k not in ("name", "uid")}
-        created = cyc.created = await self.api.create({"apiVersion": claim["apiVersion"], "kind": claim["kind"],
-                                                       "metadata": {**meta, "finalizers": [FINALIZER]},
-                                                       "spec": claim["spec"]})
-        written = await self.api.update({**created, "status": {"allocation": alloc, "reservedFor": [consumer(pod, None)]}},
-                                        subresource="status")
+        try:
+            created = cyc.created = await self.api.create({"apiVersion": claim["apiVersion"], "kind": claim["kind"],
+                                                           "metadata": {**meta, "finalizers": [FINALIZER]},
+                                                           "spec": claim["spec"]})
+        except APIError as e:
+            # upstream names the claim its failed Create returned, an empty one: no name at all
+            return Status(Code.ERROR, [f"create claim for extended resources : {e.message}"])
+        try:
+            written = await self.api.update({**created, "status": {"allocation": alloc,
+                                                                   "reservedFor": [consumer(pod, None)]}},
+                                            subresource="status")
+        except APIError as e:
+            return Status(Code.ERROR, [f"add allocation and reservation to claim {_key(created)}: {e.message}"])
         uid = written["metadata"]["uid"]
         self.dra.set_in_flight(uid, written)
         self.dra.drop_in_flight(md["uid"])
@@ -772,9 +774,13 @@ class DynamicResources:
         cyc.extended_written = written
         pmd = pod["metadata"]
         mappings = extended_resources.request_mappings(pod.get("spec") or {}, claim["spec"]["devices"]["requests"])
-        await self.handle.api.pods.patch(pmd["name"], {"status": {"extendedResourceClaimStatus": {
-            "requestMappings": mappings, "resourceClaimName": written["metadata"]["name"]}}},
-            "application/merge-patch+json", namespace=pmd.get("namespace"), subresource="status")
+        try:
+            await self.handle.api.pods.patch(pmd["name"], {"status": {"extendedResourceClaimStatus": {
+                "requestMappings": mappings, "resourceClaimName": written["metadata"]["name"]}}},
+                "application/merge-patch+json", namespace=pmd.get("namespace"), subresource="status")
+        except APIError as e:
+            return Status(Code.ERROR, [f"update pod {_key(pod)} ExtendedResourceClaimStatus: {e.message}"])
+        return None
 
     async def _await_binding_conditions(self, cyc: _Cycle, pod: dict, node: str) -> Status | None:
         """Holds the binding until the devices with binding conditions report them all True, as
@@ -815,11 +821,17 @@ class DynamicResources:
             return await self._write_claim(cyc, claim, pod, uid in self.dra.in_flight)
 
     async def _write_claim(self, cyc: _Cycle, claim: dict, pod: dict, in_flight: bool) -> Status | None:
+        """Writes the claim's in-flight allocation (after the delete-protection finalizer) and the
+        pod into reservedFor; a failed write is an error in upstream's bindClaim's words."""
         md = claim["metadata"]
         uid = md.get("uid", "")
         alloc = self.dra.in_flight[uid]["status"]["allocation"] if in_flight else None
         who = consumer(pod, cyc.group if uid in cyc.shared else None)
-        cur = await self.api.get(md["name"], md.get("namespace"))
+        doing = f"add {'allocation and ' if alloc is not None else ''}reservation to claim {_key(claim)}"
+        try:
+            cur = await self.api.get(md["name"], md.get("namespace"))
+        except APIError as e:
+            return Status(Code.ERROR, [f"{doing}: {e.message}"])
         if cur["metadata"].get("uid") != uid:
             return Status(Code.ERROR, [f"resourceclaim {md['name']} was replaced"])
         status = dict(cur.get("status") or {})
@@ -830,13 +842,20 @@ class DynamicResources:
             return unschedulable(f"resourceclaim {md['name']} is not allocated yet")
         if alloc is not None:
             if status.get("allocation") is not None:
-                return Status(Code.ERROR, [f"resourceclaim {md['name']} got allocated elsewhere"])
+                return Status(Code.ERROR, [f"claim {_key(claim)} got allocated elsewhere in the meantime"])
             finalizers = cur["metadata"].get("finalizers") or []
             if FINALIZER not in finalizers:
-                cur = await self.api.update({**cur, "metadata": {**cur["metadata"], "finalizers": [*finalizers, FINALIZER]}})
+                try:
+                    cur = await self.api.update({**cur, "metadata": {**cur["metadata"],
+                                                                     "finalizers": [*finalizers, FINALIZER]}})
+                except APIError as e:
+                    return Status(Code.ERROR, [f"add finalizer to claim {_key(claim)}: {e.message}"])
             status["allocation"] = alloc
         status["reservedFor"] = [*reserved, who]
-        written = await self.api.update({**cur, "status": status}, subresource="status")
+        try:
+            written = await self.api.update({**cur, "status": status}, subresource="status")
+        except APIError as e:
+            return Status(Code.ERROR, [f"{doing}: {e.message}"])
         cyc.written.append(written)
         if uid in self.dra.in_flight:
             self.dra.set_in_flight(uid, written)
