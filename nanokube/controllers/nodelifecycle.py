@@ -147,9 +147,9 @@ class NodeLifecycleController(Controller):
         self._probes: dict[str, tuple[tuple, float]] = {}
         #: the nodes seen, by name: their uids (upstream's knownNodeSet)
         self._known: dict[str, str] = {}
-        #: each zone's state and size, whether every zone is fully disrupted, and the nodes counted
-        #: down when they were last judged
-        self._zones: dict[str, tuple[str, int]] = {}
+        #: what each zone lets NoExecute taints do (TAINT, or SWAP where its limiter stopped), whether
+        #: every zone is fully disrupted, and the nodes counted down when they were last judged
+        self._zones: dict[str, str] = {}
         self._all_down = False
         self._down: dict[str, bool] = {}
         self.recorder = CoreEventRecorder(client, "node-controller", clock)
@@ -216,8 +216,11 @@ class NodeLifecycleController(Controller):
                 continue
             down[name] = ready_status(node) != "True"
             counts.setdefault(zone_key(node), [0, 0])[down[name]] += 1
-        zones = {z: (zone_state(ready, not_ready), ready + not_ready) for z, (ready, not_ready) in counts.items()}
-        all_down = bool(zones) and all(state == FULL for state, _ in zones.values())
+        states = {z: zone_state(ready, not_ready) for z, (ready, not_ready) in counts.items()}
+        # setLimiterInZone: a partially disrupted zone of 50 nodes or fewer taints no more nodes
+        zones = {z: SWAP if state == PARTIAL and sum(counts[z]) <= LARGE_CLUSTER_THRESHOLD else TAINT
+                 for z, state in states.items()}
+        all_down = bool(states) and all(state == FULL for state in states.values())
         if all_down != self._all_down:
             self._all_down = all_down
             log.info("node lifecycle: %s", "every node is not Ready: entering master disruption mode (no NoExecute "
@@ -229,17 +232,15 @@ class NodeLifecycleController(Controller):
         else:
             changed = {z for z in zones.keys() | self._zones.keys() if zones.get(z) != self._zones.get(z)}
         self._zones, self._down = zones, down
-        for node in self.nodes.list():
-            if changed is None or zone_key(node) in changed:
-                self.queue.add(node["metadata"]["name"])
+        if changed is None or changed:
+            for node in self.nodes.list():
+                if changed is None or zone_key(node) in changed:
+                    self.queue.add(node["metadata"]["name"])
 
     def _no_execute(self, node: dict) -> str:
         """What the node's zone lets its NoExecute taint do (the zone's limiter: none in a small
         partially disrupted zone, and no taint at all while every zone is fully disrupted)."""
-        if self._all_down:
-            return NONE
-        state, size = self._zones.get(zone_key(node), (NORMAL, 0))
-        return SWAP if state == PARTIAL and size <= LARGE_CLUSTER_THRESHOLD else TAINT
+        return NONE if self._all_down else self._zones.get(zone_key(node), TAINT)
 
     # --- reconciling -------------------------------------------------------------
 
