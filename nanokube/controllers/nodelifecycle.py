@@ -15,10 +15,11 @@ Like upstream, a heartbeat's age is measured from when this controller saw it
 change, on its own clock, so a node whose kubelet clock is skewed, or that a
 previous run left behind, gets the full grace period.
 
-NoExecute taints wait on the node's zone, as upstream's handleDisruption decides: a zone where
-every node is down is fully disrupted; one where more than two nodes and at least 55% are down
-is partially disrupted, and in a zone of 50 nodes or fewer that stops new NoExecute taints
-there (a node already tainted still swaps not-ready for unreachable). When every zone is fully
+NoExecute taints wait on the node's zone, as upstream's handleDisruption decides: a zone adds a
+new one every ten seconds at most (--node-eviction-rate). A zone where every node is down is fully
+disrupted; one where more than two nodes and at least 55% are down is partially disrupted, which
+in a zone of 50 nodes or fewer stops new NoExecute taints there (a node already tainted still
+swaps not-ready for unreachable) and slows them to one every 100 s in a larger one. When every zone is fully
 disrupted the fault is taken to be the control plane's, not the nodes': the NoExecute taints
 come off every node and none is added ("master disruption mode") until a node reports Ready
 again; then each node gets a fresh grace period.
@@ -65,6 +66,10 @@ SMP = "application/strategic-merge-patch+json"
 #: upstream's --unhealthy-zone-threshold and --large-cluster-size-threshold
 UNHEALTHY_ZONE_THRESHOLD = 0.55
 LARGE_CLUSTER_THRESHOLD = 50
+#: upstream's --node-eviction-rate and --secondary-node-eviction-rate: the nodes a second a zone taints
+#: NoExecute, one at a time (burst 1); the secondary rate in a partially disrupted zone of more than 50
+EVICTION_RATE = 0.1
+SECONDARY_EVICTION_RATE = 0.01
 #: a node labelled so is left out of its zone's count (LabelNodeExcludeDisruption)
 EXCLUDE_DISRUPTION = "node.kubernetes.io/exclude-disruption"
 NORMAL, PARTIAL, FULL = "Normal", "PartialDisruption", "FullDisruption"
@@ -147,9 +152,11 @@ class NodeLifecycleController(Controller):
         self._probes: dict[str, tuple[tuple, float]] = {}
         #: the nodes seen, by name: their uids (upstream's knownNodeSet)
         self._known: dict[str, str] = {}
-        #: what each zone lets NoExecute taints do (TAINT, or SWAP where its limiter stopped), whether
-        #: every zone is fully disrupted, and the nodes counted down when they were last judged
-        self._zones: dict[str, str] = {}
+        #: each zone's seconds between two new NoExecute taints (None where its limiter stopped), when
+        #: it may add the next, whether every zone is fully disrupted, and the nodes counted down when
+        #: they were last judged
+        self._zones: dict[str, float | None] = {}
+        self._next: dict[str, float] = {}
         self._all_down = False
         self._down: dict[str, bool] = {}
         self.recorder = CoreEventRecorder(client, "node-controller", clock)
@@ -218,8 +225,8 @@ class NodeLifecycleController(Controller):
             counts.setdefault(zone_key(node), [0, 0])[down[name]] += 1
         states = {z: zone_state(ready, not_ready) for z, (ready, not_ready) in counts.items()}
         # setLimiterInZone: a partially disrupted zone of 50 nodes or fewer taints no more nodes
-        zones = {z: SWAP if state == PARTIAL and sum(counts[z]) <= LARGE_CLUSTER_THRESHOLD else TAINT
-                 for z, state in states.items()}
+        zones = {z: (None if sum(counts[z]) <= LARGE_CLUSTER_THRESHOLD else 1 / SECONDARY_EVICTION_RATE)
+                 if state == PARTIAL else 1 / EVICTION_RATE for z, state in states.items()}
         all_down = bool(states) and all(state == FULL for state in states.values())
         if all_down != self._all_down:
             self._all_down = all_down
@@ -232,6 +239,8 @@ class NodeLifecycleController(Controller):
         else:
             changed = {z for z in zones.keys() | self._zones.keys() if zones.get(z) != self._zones.get(z)}
         self._zones, self._down = zones, down
+        # a limiter swapped is a new one, its token there
+        self._next = {z: t for z, t in self._next.items() if changed is not None and z not in changed}
         if changed is None or changed:
             for node in self.nodes.list():
                 if changed is None or zone_key(node) in changed:
@@ -240,7 +249,7 @@ class NodeLifecycleController(Controller):
     def _no_execute(self, node: dict) -> str:
         """What the node's zone lets its NoExecute taint do (the zone's limiter: none in a small
         partially disrupted zone, and no taint at all while every zone is fully disrupted)."""
-        return NONE if self._all_down else self._zones.get(zone_key(node), TAINT)
+        return NONE if self._all_down else SWAP if self._zones.get(zone_key(node), 0.0) is None else TAINT
 
     # --- reconciling -------------------------------------------------------------
 
@@ -322,6 +331,16 @@ class NodeLifecycleController(Controller):
         want = wanted_taints(node, self._no_execute(node))
         if set(have) == want:
             return
+        if any(e == "NoExecute" for _, e in want) and not any(e == "NoExecute" for _, e in have):
+            # a new NoExecute taint (a swap takes none) waits for its zone's limiter
+            zone, at = zone_key(node), self.clock.monotonic()
+            if self._next.get(zone, at) > at:
+                self.queue.add_after(node["metadata"]["name"], self._next[zone] - at)
+                want = {t for t in want if t[1] != "NoExecute"}
+                if set(have) == want:
+                    return
+            else:
+                self._next[zone] = at + (self._zones.get(zone) or 1 / EVICTION_RATE)
         now = self.clock.rfc3339()
         kept = [t for t in taints if not _managed(t) or (t["key"], t["effect"]) in want]
         added = [{"key": k, "effect": e, "timeAdded": now} for k, e in sorted(want - set(have))]

@@ -4,6 +4,7 @@ import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.client.informer import InformerFactory
+from nanokube.clock import parse_time
 from nanokube.controllers.nodelifecycle import NodeLifecycleController, options_from_env
 from nanokube.controllers.taint_eviction import (
     TaintEvictionController,
@@ -423,3 +424,21 @@ async def test_a_small_zone_mostly_down_adds_no_new_no_execute_taint():
         await _fault(client, "a-0", None)
         await reads("a-0", ("True", set()))
         await reads("a-2", ("Unknown", {UNREACHABLE}))
+
+
+async def test_a_zone_taints_one_more_node_no_execute_every_ten_seconds():
+    """--node-eviction-rate 0.1 with a burst of one: of two nodes of a zone that go quiet together, one
+    is tainted NoExecute at once and the other ten seconds later (was: both at once)."""
+    async with _nodes(parse_cluster(ZONES)) as (client, clock):
+        nodes = client.resource("", "v1", "nodes")
+        for name in ("a-0", "a-1"):
+            await _fault(client, name, "lease-stop")
+        await _advance(clock, 100)
+
+        async def added():
+            got = [await nodes.get(name) for name in ("a-0", "a-1")]
+            times = [t["timeAdded"] for n in got for t in n["spec"].get("taints") or () if t["effect"] == "NoExecute"]
+            return sorted(times) if len(times) == 2 else None
+
+        first, second = [parse_time(t) for t in await eventually(added)]
+        assert second - first == 10
