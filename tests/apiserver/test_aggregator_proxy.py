@@ -488,3 +488,34 @@ async def test_an_extension_server_that_never_answers_is_timed_out(tmp_path):
         finally:
             hung.set()
             await runner.cleanup()
+
+
+async def test_an_extension_server_that_cuts_its_body_short(tmp_path, caplog):
+    """An extension server that closes its connection before the body its Content-Length promised:
+    httputil.ReverseProxy has sent the head, logs the read error during body copy and cuts the client's
+    connection (http.ErrAbortHandler), so the client gets a short body; it was an internal error and its
+    traceback (fuzz60's misbehaving metrics adapter)."""
+    async def short(request: web.Request):
+        resp = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": "100000"})
+        await resp.prepare(request)
+        await resp.write(b'{"kind": "FlunderList", "items": [' + b" " * 5000)
+        request.transport.close()
+        return resp
+
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server([("GET", FLUNDERS.decode() + "/short", short)])
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                async with s.get(base + FLUNDERS.decode() + "/short", ssl=ctx) as r:
+                    assert r.status == 200
+                    with pytest.raises(aiohttp.ClientPayloadError):
+                        await r.read()
+                async with s.get(base + "/readyz", ssl=ctx) as r:
+                    assert r.status == 200
+        finally:
+            await runner.cleanup()
+    assert [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()] == []
+    assert any(r.getMessage().startswith("httputil: ReverseProxy read error during body copy: ")
+               for r in caplog.records)

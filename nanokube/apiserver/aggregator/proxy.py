@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import random
 import socket
@@ -30,6 +31,8 @@ from ..apf import DELEGATED, PF_HEADERS
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
+
+log = logging.getLogger(__name__)
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "content-length", "host"}
@@ -212,8 +215,16 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
             if k.lower() not in _HOP_BY_HOP:
                 resp.headers.add(k, v)
         await resp.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            await resp.write(chunk)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+        except aiohttp.ClientPayloadError as e:
+            # ReverseProxy's copyResponse: the head went out, so the error is logged and the client's
+            # connection cut (panic(http.ErrAbortHandler)), its body short of the length it was told
+            log.warning("httputil: ReverseProxy read error during body copy: %s", e)
+            if request.transport is not None:
+                request.transport.close()
+            return resp
         await resp.write_eof()
         return resp
     finally:
