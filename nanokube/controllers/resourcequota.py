@@ -24,8 +24,11 @@ WATCHED = (("", "v1", "pods"), ("", "v1", "services"), ("", "v1", "persistentvol
            ("resource.k8s.io", "v1", "resourceclaims"), ("", "v1", "configmaps"), ("", "v1", "secrets"))
 #: upstream's --resource-quota-sync-period
 RESYNC = 300.0
-_POD = ("pods", "count/pods", "cpu", "memory", "ephemeral-storage")
-_POD_PREFIXES = ("requests.", "limits.", "hugepages-")
+#: what the pods evaluator counts besides extended resources (upstream's podResources and
+#: podResourcePrefixes): no limits of extended resources or hugepages, no other `requests.` name
+_POD = ("pods", "count/pods", "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory",
+        "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage")
+_POD_PREFIXES = ("hugepages-", "requests.hugepages-")
 
 
 def kinds_for(name: str, resources) -> set[tuple[str, str]]:
@@ -138,8 +141,11 @@ class ResourceQuotaController(Controller):
         ns = quota["metadata"]["namespace"]
         hard = dict((quota.get("spec") or {}).get("hard") or {})
         kinds: set[tuple[str, str]] = set()
+        tracked = set()
         for name in hard:
-            kinds |= kinds_for(name, self.client.resources())
+            if found := kinds_for(name, self.client.resources()):
+                kinds |= found
+                tracked.add(name)
         now = self.clock.now()
         totals: dict = {}
         claims = await self._claim_lookup(ns) if ("resource.k8s.io", "resourceclaims") in kinds else None
@@ -152,8 +158,12 @@ class ResourceQuotaController(Controller):
                     for name, q in usage(group, plural, obj, now, claims).items():
                         if name in hard:
                             totals[name] = add(totals.get(name), q)
-        used = {name: str(totals[name]) if name in totals else "0" for name in hard}
+        # as upstream's syncResourceQuota: what no evaluator counts (limits.nvidia.com/gpu, a count of
+        # a resource not served) keeps the used it had, or has none
         status = quota.get("status") or {}
+        before = status.get("used") or {}
+        used = {name: str(totals[name]) if name in totals else "0" if name in tracked else before[name]
+                for name in hard if name in tracked or name in before}
         if status.get("hard") == hard and status.get("used") == used:
             return
         body = {**quota, "status": {"hard": hard, "used": used}}

@@ -56,6 +56,22 @@ async def test_used_follows_pods_claims_and_counts(env):
                                       "requests.nvidia.com/gpu": "0"}))
 
 
+async def test_used_leaves_out_what_no_evaluator_counts(env):
+    """status.used holds the names some evaluator counts, as upstream's syncResourceQuota masks it:
+    a quota also naming `limits.nvidia.com/gpu`, a bare `nvidia.com/gpu` (extended resources are
+    quota'd as requests.<name> only) and a count of a resource nobody serves shows no used for
+    them (kubectl prints 0 all the same), and the GPU pod charges only requests.nvidia.com/gpu."""
+    client = env
+    hard = {"requests.nvidia.com/gpu": "4", "limits.nvidia.com/gpu": "4", "nvidia.com/gpu": "4",
+            "count/widgets.example.com": "1", "limits.cpu": "4"}
+    await client.resource("", "v1", "resourcequotas").create(
+        {"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": hard}})
+    assert await eventually(used_is(client, {"requests.nvidia.com/gpu": "0", "limits.cpu": "0"}))
+    await client.resource("", "v1", "pods").create(pod("a", {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}))
+    q = await eventually(used_is(client, {"requests.nvidia.com/gpu": "2", "limits.cpu": "1"}))
+    assert q["status"]["hard"] == hard
+
+
 async def test_claims_are_recounted_under_their_classes_extended_resources(env):
     """A ResourceClaim charges its DeviceClass's extended resources (the implicit
     requests.deviceclass.resource.kubernetes.io/<class> and the class's extendedResourceName):
