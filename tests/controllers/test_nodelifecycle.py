@@ -354,6 +354,13 @@ def _no_execute(node: dict) -> set:
     return {t["key"] for t in node["spec"].get("taints") or [] if t["effect"] == "NoExecute"}
 
 
+async def _silence(client, clock: ManualClock, names: tuple[str, ...], seconds: int) -> None:
+    """Stop the nodes' leases together, then let `seconds` pass."""
+    for name in names:
+        await _fault(client, name, "lease-stop")
+    await _advance(clock, seconds)
+
+
 async def test_when_every_node_goes_quiet_none_is_tainted_no_execute_until_one_returns(cluster):
     """handleDisruption's master disruption mode: every zone fully disrupted reads as the control
     plane's fault, so no NoExecute taint evicts the cluster's pods (was: both nodes tainted, every
@@ -361,9 +368,7 @@ async def test_when_every_node_goes_quiet_none_is_tainted_no_execute_until_one_r
     Ready again the other, still Unknown, gets its NoExecute taint."""
     client, clock = cluster
     nodes = client.resource("", "v1", "nodes")
-    for name in ("gpu-0", "gpu-1"):
-        await _fault(client, name, "lease-stop")
-    await _advance(clock, 70)
+    await _silence(client, clock, ("gpu-0", "gpu-1"), 70)
 
     async def quiet():
         got = [await nodes.get(name) for name in ("gpu-0", "gpu-1")]
@@ -408,13 +413,10 @@ async def test_a_small_zone_mostly_down_adds_no_new_no_execute_taint():
                 return got if got == want else None
             return await eventually(check)
 
-        for name in ("a-0", "a-1"):
-            await _fault(client, name, "lease-stop")
-        await _advance(clock, 70)
+        await _silence(client, clock, ("a-0", "a-1"), 70)
         for name in ("a-0", "a-1"):
             await reads(name, ("Unknown", {UNREACHABLE}))
-        await _fault(client, "a-2", "lease-stop")
-        await _advance(clock, 70)
+        await _silence(client, clock, ("a-2",), 70)
         await reads("a-2", ("Unknown", set()))
         await _advance(clock, 30)
         assert await state("a-2") == ("Unknown", set())
@@ -431,9 +433,7 @@ async def test_a_zone_taints_one_more_node_no_execute_every_ten_seconds():
     is tainted NoExecute at once and the other ten seconds later (was: both at once)."""
     async with _nodes(parse_cluster(ZONES)) as (client, clock):
         nodes = client.resource("", "v1", "nodes")
-        for name in ("a-0", "a-1"):
-            await _fault(client, name, "lease-stop")
-        await _advance(clock, 100)
+        await _silence(client, clock, ("a-0", "a-1"), 100)
 
         async def added():
             got = [await nodes.get(name) for name in ("a-0", "a-1")]
