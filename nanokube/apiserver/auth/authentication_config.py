@@ -178,7 +178,7 @@ USER_ENV = Environment({"user": map_of(STRING, DYN)})
 MAX_ISSUERS = 64
 
 
-def _compile(env: Environment, expression: str, path: str, errs: list[FieldError], boolean: bool = False) -> Program | None:
+def compile_expression(env: Environment, expression: str, path: str, errs: list[FieldError], boolean: bool = False) -> Program | None:
     try:
         program = env.compile(expression)
     except CELError as e:
@@ -188,6 +188,23 @@ def _compile(env: Environment, expression: str, path: str, errs: list[FieldError
         errs.append(invalid(path, expression, "must evaluate to bool"))
         return None
     return program
+
+
+def compile_conditions(env: Environment, items: list[dict], path: str, errs: list[FieldError]) -> list[tuple[Program, dict]]:
+    """Each item's boolean `expression` compiled, with the item: an empty or repeated one is an error."""
+    out, seen = [], set()
+    for i, item in enumerate(items):
+        q, expression = f"{path}[{i}].expression", str(item.get("expression") or "")
+        if not expression.strip():
+            errs.append(required(q))
+        elif expression in seen:
+            errs.append(duplicate(q, expression))
+        else:
+            seen.add(expression)
+            program = compile_expression(env, expression, q, errs, boolean=True)
+            if program is not None:
+                out.append((program, item))
+    return out
 
 
 def _url_errors(url: str, path: str) -> list[FieldError]:
@@ -254,7 +271,7 @@ def _prefixed(m: dict, path: str, errs: list[FieldError], needed: bool) -> Claim
     elif expression:
         if "prefix" in m and m["prefix"] is not None:
             errs.append(invalid(f"{path}.prefix", m["prefix"], "may not be specified when expression is set"))
-        return ClaimMapping(expression=_compile(CLAIMS_ENV, expression, f"{path}.expression", errs))
+        return ClaimMapping(expression=compile_expression(CLAIMS_ENV, expression, f"{path}.expression", errs))
     elif claim and m.get("prefix") is None:
         errs.append(required(f"{path}.prefix", "prefix is required when claim is set. It can be set to an empty string "
                                                "to disable prefixing"))
@@ -305,7 +322,7 @@ def _jwt(spec: dict, path: str, errs: list[FieldError]) -> Issuer:
                 errs.append(duplicate(f"{p}.expression", expression))
                 continue
             seen_expressions.add(expression)
-            program = _compile(CLAIMS_ENV, expression, f"{p}.expression", errs, boolean=True)
+            program = compile_expression(CLAIMS_ENV, expression, f"{p}.expression", errs, boolean=True)
             if program is not None:
                 issuer.claim_expressions.append((program, str(rule.get("message") or "")))
     mappings = spec.get("claimMappings") or {}
@@ -316,7 +333,7 @@ def _jwt(spec: dict, path: str, errs: list[FieldError]) -> Issuer:
     if uid.get("claim") and uid.get("expression"):
         errs.append(invalid(f"{p}.uid", "", "claim and expression can't both be set"))
     elif uid.get("expression"):
-        issuer.uid = ClaimMapping(expression=_compile(CLAIMS_ENV, str(uid["expression"]), f"{p}.uid.expression", errs))
+        issuer.uid = ClaimMapping(expression=compile_expression(CLAIMS_ENV, str(uid["expression"]), f"{p}.uid.expression", errs))
     else:
         issuer.uid = ClaimMapping(str(uid.get("claim") or ""))
     for i, extra in enumerate(mappings.get("extra") or []):
@@ -328,22 +345,12 @@ def _jwt(spec: dict, path: str, errs: list[FieldError]) -> Issuer:
         if not extra.get("valueExpression"):
             errs.append(required(f"{q}.valueExpression"))
             continue
-        program = _compile(CLAIMS_ENV, str(extra["valueExpression"]), f"{q}.valueExpression", errs)
+        program = compile_expression(CLAIMS_ENV, str(extra["valueExpression"]), f"{q}.valueExpression", errs)
         if program is not None:
             issuer.extra[key] = program
-    seen_expressions = set()
-    for i, rule in enumerate(spec.get("userValidationRules") or []):
-        q, expression = f"{path}.userValidationRules[{i}].expression", str(rule.get("expression") or "")
-        if not expression:
-            errs.append(required(q))
-            continue
-        if expression in seen_expressions:
-            errs.append(duplicate(q, expression))
-            continue
-        seen_expressions.add(expression)
-        program = _compile(USER_ENV, expression, q, errs, boolean=True)
-        if program is not None:
-            issuer.user_rules.append((program, str(rule.get("message") or "")))
+    issuer.user_rules = [(program, str(rule.get("message") or "")) for program, rule in
+                         compile_conditions(USER_ENV, spec.get("userValidationRules") or [],
+                                            f"{path}.userValidationRules", errs)]
     return issuer
 
 

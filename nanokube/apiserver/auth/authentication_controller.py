@@ -1,7 +1,6 @@
 """The authentication config's JWT authenticators as the server runs them, reloaded when the file
-changes (upstream's authentication config controller): the file is read every RELOAD_PERIOD
-seconds, and a new text that decodes and validates (its `anonymous` section unchanged) replaces
-the authenticators; one that does not is logged and counted, and the last good one stays.
+changes (upstream's authentication config controller, config_reload.py): a new text that decodes
+and validates (its `anonymous` section unchanged) replaces the authenticators.
 
 Its metrics are upstream's: apiserver_authentication_config_controller_* (reloads by status, the
 last reload's time, the applied file's hash) and apiserver_authentication_jwks_fetch_* (each
@@ -12,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -20,12 +18,10 @@ from ...clock import REAL, Clock
 from ...machinery.metrics import Family
 from ...machinery.user import User
 from .authentication_config import ConfigError, Configuration, config_hash, parse, reload_problem
+from .config_reload import ReloadedConfig
 from .oidc import JWTAuthenticators, TokenError, issuer_hash
 
 log = logging.getLogger(__name__)
-
-#: how often the file is read for changes (upstream also watches it with fsnotify, so a change lands at once)
-RELOAD_PERIOD = 1.0
 
 
 def id_hash(apiserver_id: str) -> str:
@@ -66,19 +62,16 @@ class AuthenticationMetrics:
         self.reload_time.labels(self.id, status).set(now)
 
 
-class AuthenticationController:
+class AuthenticationController(ReloadedConfig):
     """The JWT authenticators of --authentication-config, kept current with its file."""
 
+    what = "authentication"
+
     def __init__(self, path: str, config: Configuration, clock: Clock = REAL, apiserver_id: str = "") -> None:
-        self.path = path
+        super().__init__(path, config.text, clock, AuthenticationMetrics(apiserver_id))
         self.config = config
-        self.clock = clock
-        self.metrics = AuthenticationMetrics(apiserver_id)
         self.metrics.applied(config.text)
-        #: the text last judged (good or bad): the file is judged again only once it changes
-        self._tracked = config.text
         self.authenticators = self._authenticators(config)
-        self._tasks: list[asyncio.Task] = []
 
     def _authenticators(self, config: Configuration) -> JWTAuthenticators:
         return JWTAuthenticators(config.jwt, self.clock, self._fetched)
@@ -98,45 +91,21 @@ class AuthenticationController:
             return None
 
     def start(self) -> None:
-        self._tasks = [asyncio.get_running_loop().create_task(self._watch())]
+        super().start()
         self._prefetch()
 
     def _prefetch(self) -> None:
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.get_running_loop().create_task(self.authenticators.prefetch()))
 
-    async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    def build(self, text: str) -> Configuration:
+        config = parse(text)
+        problem = reload_problem(self.config, config)
+        if problem:
+            raise ConfigError(problem)
+        return config
 
-    async def _watch(self) -> None:
-        while True:
-            await self.clock.sleep(RELOAD_PERIOD)
-            await self.reload()
-
-    async def reload(self) -> None:
-        """The file judged once, if it changed since it was last."""
-        try:
-            text = Path(self.path).read_text()
-        except OSError as e:  # (not tracked: a file being replaced may be back at the next read)
-            log.error("failed to read authentication config file: %s", e)
-            self.metrics.reloaded(False, self.clock.now())
-            return
-        if text == self._tracked:
-            return
-        self._tracked = text
-        try:
-            config = parse(text)
-            problem = reload_problem(self.config, config)
-            if problem:
-                raise ConfigError(problem)
-        except ConfigError as e:
-            log.error("failed to load authentication config: %s", e)
-            self.metrics.reloaded(False, self.clock.now())
-            return
+    def apply(self, config: Configuration) -> None:
         self.config, self.authenticators = config, self._authenticators(config)
         self._prefetch()
-        log.info("reloaded authentication config")
-        self.metrics.reloaded(True, self.clock.now())
-        self.metrics.applied(text)
+        self.metrics.applied(config.text)

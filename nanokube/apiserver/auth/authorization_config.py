@@ -14,7 +14,6 @@ it, a request is decided by `authorize_async`, whose webhooks' round trips run i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from ...cel import CELError, Environment
+from ...cel import Environment
 from ...cel.types import DYN, STRING, map_of
 from ...clock import REAL, Clock
 from ...machinery import goduration
@@ -30,18 +29,17 @@ from ...machinery.metrics import Family
 from ...machinery.user import User
 from ...machinery.validation import FieldError, dns1123_subdomain, duplicate, invalid, not_supported, required
 from ...machinery.validation import too_many
-from .authentication_config import ConfigError, aggregate, decode
+from .authentication_config import ConfigError, aggregate, compile_conditions, decode
 from .authentication_controller import id_hash
+from .config_reload import ReloadedConfig
 from .authorizer import Attributes, Decision
 from .node import NodeAuthorizer
-from .webhook import ALLOW, DENY, NO_OPINION, WebhookAuthorizer, WebhookConfigError, WebhookSpec, review_spec
+from .webhook import ALLOW, DENY, NO_OPINION, WebhookAuthorizer, WebhookSpec, review_spec
 
 log = logging.getLogger(__name__)
 
 KIND = "AuthorizationConfiguration"
 TYPES = ("ABAC", "AlwaysAllow", "AlwaysDeny", "Node", "RBAC", "Webhook")
-#: how often the file is read for changes
-RELOAD_PERIOD = 1.0
 MASTERS = "system:masters"
 
 _WEBHOOK = {"timeout": None, "authorizedTTL": None, "unauthorizedTTL": None, "cacheAuthorizedRequests": None,
@@ -121,29 +119,10 @@ def _webhook(w: dict, path: str, errs: list[FieldError]) -> WebhookSpec:
             errs.append(invalid(f"{p}.kubeConfigFile", kubeconfig, "must be a regular file"))
     else:
         errs.append(not_supported(f"{p}.type", info, ["InClusterConfig", "KubeConfigFile"]))
-    programs = []
     if len(conditions) > 64:
         errs.append(too_many(f"{path}.matchConditions", len(conditions), 64))
         conditions = []
-    seen: set[str] = set()
-    for i, c in enumerate(conditions):
-        q, expression = f"{path}.matchConditions[{i}].expression", str(c.get("expression") or "")
-        if not expression.strip():
-            errs.append(required(q))
-            continue
-        if expression in seen:
-            errs.append(duplicate(q, expression))
-            continue
-        seen.add(expression)
-        try:
-            program = REQUEST_ENV.compile(expression)
-        except CELError as e:
-            errs.append(invalid(q, expression, f"compilation failed: {e}"))
-            continue
-        if not program.may_be("bool"):
-            errs.append(invalid(q, expression, "must evaluate to bool"))
-            continue
-        programs.append(program)
+    programs = [program for program, _ in compile_conditions(REQUEST_ENV, conditions, f"{path}.matchConditions", errs)]
     return WebhookSpec(timeout, ttls[0], ttls[1], w.get("cacheAuthorizedRequests", True) is not False,
                        w.get("cacheUnauthorizedRequests", True) is not False, version, policy, kubeconfig or "", programs)
 
@@ -315,16 +294,16 @@ class ConfiguredAuthorizer:
         return Decision(False, "\n".join(reasons))
 
 
-class AuthorizationController:
+class AuthorizationController(ReloadedConfig):
     """The server's authorizer built from --authorization-config, rebuilt when the file changes."""
+
+    what = "authorization"
 
     def __init__(self, path: str, text: str, specs: list[AuthorizerSpec], node: NodeAuthorizer, rbac,
                  clock: Clock = REAL, apiserver_id: str = "") -> None:
-        self.path, self.clock, self.node, self.rbac = path, clock, node, rbac
-        self.metrics = AuthorizationMetrics(apiserver_id)
+        super().__init__(path, text, clock, AuthorizationMetrics(apiserver_id))
+        self.node, self.rbac = node, rbac
         self.authorizer = ConfiguredAuthorizer(specs, node, rbac, self.metrics, clock)
-        self._tracked = text
-        self._task: asyncio.Task | None = None
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
         return self.authorizer.authorize(user_name, groups, a)
@@ -336,35 +315,8 @@ class AuthorizationController:
         """What SelfSubjectRulesReview lists: RBAC's rules (a webhook's are not enumerable)."""
         return self.rbac.rules_for(*args)
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._watch())
+    def build(self, text: str) -> ConfiguredAuthorizer:
+        return ConfiguredAuthorizer(parse(text), self.node, self.rbac, self.metrics, self.clock)
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _watch(self) -> None:
-        while True:
-            await self.clock.sleep(RELOAD_PERIOD)
-            self.reload()
-
-    def reload(self) -> None:
-        try:
-            text = Path(self.path).read_text()
-        except OSError as e:
-            log.error("failed to read authorization config file: %s", e)
-            self.metrics.reloaded(False, self.clock.now())
-            return
-        if text == self._tracked:
-            return
-        self._tracked = text
-        try:
-            authorizer = ConfiguredAuthorizer(parse(text), self.node, self.rbac, self.metrics, self.clock)
-        except (ConfigError, WebhookConfigError) as e:
-            log.error("failed to load authorization config: %s", e)
-            self.metrics.reloaded(False, self.clock.now())
-            return
+    def apply(self, authorizer: ConfiguredAuthorizer) -> None:
         self.authorizer = authorizer
-        log.info("reloaded authorization config")
-        self.metrics.reloaded(True, self.clock.now())

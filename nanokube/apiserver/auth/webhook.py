@@ -109,25 +109,25 @@ class WebhookAuthorizer:
             return key, (hit[1], hit[2])
         return key, None
 
-    def decide(self, spec: dict) -> tuple[str, str]:
-        """(verdict, reason) for a review spec, the webhook asked where needed (blocking)."""
+    def _known(self, spec: dict) -> tuple[tuple[str, str] | None, bytes]:
+        """(the answer without asking: the matchConditions' or the cache's, or None; the cache key)."""
         matched, erred = self.matches(spec)
         if erred:
-            return self._failed("matchCondition evaluation failed")
+            return self._failed("matchCondition evaluation failed"), b""
         if not matched:
-            return NO_OPINION, ""
+            return (NO_OPINION, ""), b""
         key, hit = self.cached(spec)
-        return hit if hit is not None else self._ask(key, spec)
+        return hit, key
+
+    def decide(self, spec: dict) -> tuple[str, str]:
+        """(verdict, reason) for a review spec, the webhook asked where needed (blocking)."""
+        known, key = self._known(spec)
+        return known if known is not None else self._ask(key, spec)
 
     async def decide_async(self, spec: dict) -> tuple[str, str]:
         """`decide`, the round trip in a thread."""
-        matched, erred = self.matches(spec)
-        if erred:
-            return self._failed("matchCondition evaluation failed")
-        if not matched:
-            return NO_OPINION, ""
-        key, hit = self.cached(spec)
-        return hit if hit is not None else await asyncio.to_thread(self._ask, key, spec)
+        known, key = self._known(spec)
+        return known if known is not None else await asyncio.to_thread(self._ask, key, spec)
 
     def _failed(self, why: str) -> tuple[str, str]:
         if self.spec.failure_policy == "Deny":

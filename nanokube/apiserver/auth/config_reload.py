@@ -1,0 +1,70 @@
+"""What the authentication and authorization config controllers share: the file read every
+RELOAD_PERIOD seconds and, once its text changes, judged once (upstream's WatchUntil with its
+tracked data): a text that builds replaces what the server runs, one that does not is logged and
+counted (as a failure, like a file that cannot be read), and the last good one stays."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from ...clock import Clock
+
+log = logging.getLogger(__name__)
+
+#: how often the file is read for changes (upstream also watches it with fsnotify, so a change lands at once)
+RELOAD_PERIOD = 1.0
+
+
+class ReloadedConfig:
+    """A subclass builds from a text (`build`, ValueError when it cannot), applies what it built
+    (`apply`), and says what it is (`what`: "authentication"); its metrics have `reloaded(ok, now)`."""
+
+    what = ""
+
+    def __init__(self, path: str, text: str, clock: Clock, metrics) -> None:
+        self.path, self.clock, self.metrics = path, clock, metrics
+        #: the text last judged (good or bad): the file is judged again only once it changes
+        self._tracked = text
+        self._tasks: list[asyncio.Task] = []
+
+    def build(self, text: str):
+        raise NotImplementedError
+
+    def apply(self, built) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._watch()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        while True:
+            await self.clock.sleep(RELOAD_PERIOD)
+            self.reload()
+
+    def reload(self) -> None:
+        """The file judged once, if it changed since it was last."""
+        try:
+            text = Path(self.path).read_text()
+        except OSError as e:  # (not tracked: a file being replaced may be back at the next read)
+            log.error("failed to read %s config file: %s", self.what, e)
+            self.metrics.reloaded(False, self.clock.now())
+            return
+        if text == self._tracked:
+            return
+        self._tracked = text
+        try:
+            built = self.build(text)
+        except ValueError as e:
+            log.error("failed to load %s config: %s", self.what, e)
+            self.metrics.reloaded(False, self.clock.now())
+            return
+        self.apply(built)
+        log.info("reloaded %s config", self.what)
+        self.metrics.reloaded(True, self.clock.now())
