@@ -191,9 +191,8 @@ class APIServer:
         #: (namespace, secret) -> the day its legacy token's use was last labelled, or is being
         self._legacy_days: dict[tuple[str, str], str] = {}
         self.handlers.streams.authorize = self.authorizer.authorize
-        self.handlers.reviews = self.rest.reviews = Reviews(
-            self.authorizer.authorize, self.rbac.rules_for,
-            (lambda token, audiences: self.tokens.review(token, audiences, ADMISSION_AUDIT.get())) if self.tokens else None)
+        self.handlers.reviews = self.rest.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
+                                                            self._token_review if self.tokens else None)
         self.handlers.sub.tokens = self.tokens
         #: who may go without credentials, and where (--anonymous-auth, the authentication config's `anonymous`)
         self.anonymous = ANONYMOUS_ALLOWED
@@ -650,6 +649,19 @@ class APIServer:
         if user is None and self.authentication is not None:
             user = await self.authentication.authenticate(token)
         return user
+
+    async def _token_review(self, token: str, audiences: list[str] | None) -> tuple[User | None, list[str], str]:
+        """A TokenReview's (user, audiences, error): ServiceAccount tokens', else the authentication
+        config's JWT issuers', which upstream wraps as audience-agnostic: they stand for the
+        server's own audiences, so a review for none of those fails."""
+        found = self.tokens.review(token, audiences, ADMISSION_AUDIT.get())
+        if found[0] is not None or self.authentication is None:
+            return found
+        user = await self.authentication.authenticate(token)
+        wanted = [a for a in audiences or self.tokens.audiences if a in self.tokens.audiences]
+        if user is None or not wanted:
+            return found
+        return user, wanted, ""
 
     def _legacy_token_used(self, namespace: str, name: str, day: str) -> None:
         """Label a legacy token's Secret with the day (UTC) of its use, as kube-apiserver's legacy

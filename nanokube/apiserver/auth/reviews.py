@@ -137,7 +137,7 @@ class Reviews:
         if not spec.get("token"):
             raise errors.bad_request("token is required for TokenReview in authentication")
         found, audiences, error = (None, [], "") if self.authenticate is None else \
-            self.authenticate(spec["token"], spec.get("audiences") or None)
+            await self.authenticate(spec["token"], spec.get("audiences") or None)
         if found is None:  # authenticated false (omitted), and the authenticator's error when it gave one
             return _answer(body, "TokenReview", {"user": {}, **({"error": error} if error else {})})
         info: dict[str, Any] = {"username": found.name, "uid": found.uid, "groups": list(found.groups)}

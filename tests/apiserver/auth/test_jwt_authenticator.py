@@ -215,3 +215,21 @@ def test_up_reports_every_error_at_once(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         "nanokube: --authentication-config: invalid authentication configuration: [jwt[1].issuer.audiences[0]: Required "
         'value, jwt[1].issuer.url: Duplicate value: "https://a.example"]')
+
+
+async def test_a_token_review_authenticates_an_issuers_token_for_the_servers_audiences(tmp_path):
+    """Upstream's TokenReview runs every token authenticator; a JWT issuer's is audience-agnostic:
+    the token stands for the API server's audiences, so a review asking for others fails."""
+    async with Issuer().served() as issuer, served_with(tmp_path, issuer.config(MAPPINGS, RULES)) as (server, kubeconfig):
+        admin = admin_client(kubeconfig)
+        api = client.AuthenticationV1Api(admin)
+
+        async def review(**spec) -> dict:
+            r = await asyncio.to_thread(api.create_token_review, {"spec": {"token": issuer.token(**GOOD), **spec}})
+            return admin.sanitize_for_serialization(r)["status"]
+        status = await review()
+        assert (status["authenticated"], status["user"]["username"], status["audiences"]) == \
+            (True, "oidc:alice", ["https://kubernetes.default.svc.cluster.local"])
+        assert status["user"]["extra"] == {"example.com/tenant": ["blue"]}
+        assert "authenticated" not in await review(audiences=["somebody-else"])
+        admin.close()

@@ -24,7 +24,7 @@ AUTHZ = RBACAuthorizer(Source(
 ALICE_USER = User("alice", ("system:authenticated",), "uid-a", {"scopes": ["x"]})
 
 
-def tokens(token, audiences):
+async def tokens(token, audiences):
     if token != "good":
         return None, [], "invalid bearer token"
     return ALICE_USER, list(audiences or ["https://kubernetes.default.svc.cluster.local"]), ""
