@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -129,3 +130,22 @@ async def test_head_on_the_console_is_allowed_as_its_get_is(tmp_path):
                 return e.code, b""
         assert await asyncio.to_thread(head, "/ui/") == (200, b"")
         assert (await asyncio.to_thread(head, "/api/v1/pods"))[0] == 403
+
+
+async def test_a_reloaded_file_may_not_change_anonymous(tmp_path):
+    """The file is reloaded when it changes, but its `anonymous` must stay as the server started
+    with it: such a file is refused (counted as a failed reload) and the first one stands."""
+    from tests.apiserver.auth.jwt_issuer import served_with
+
+    async with served_with(tmp_path, CONDITIONS) as (server, _):
+        get = _getter(server)
+        assert await get("/livez") == (200, "ok")
+        (tmp_path / "authn.yaml").write_text(CONDITIONS.replace("- path: /readyz\n", ""))
+        failed = re.compile(r'apiserver_authentication_config_controller_automatic_reloads_total\{apiserver_id_hash="sha256:'
+                            r'\w+",status="failure"\} 1\n')
+        for _ in range(100):
+            if failed.search(text := server.metrics_text().decode()):
+                break
+            await asyncio.sleep(0.1)
+        assert failed.search(text), text
+        assert await get("/readyz") == (200, "ok")
