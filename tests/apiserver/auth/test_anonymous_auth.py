@@ -149,3 +149,26 @@ async def test_a_reloaded_file_may_not_change_anonymous(tmp_path):
             await asyncio.sleep(0.1)
         assert failed.search(text), text
         assert await get("/readyz") == (200, "ok")
+
+
+def test_every_api_worker_gets_up_s_flags_with_the_files_by_absolute_path(tmp_path, monkeypatch):
+    """`up --api-workers N` hands its authentication and authorization flags to each worker, which
+    reads them as `up` did: a worker that let anonymous requests through would undo the flag."""
+    (tmp_path / "authn.yaml").write_text(CONDITIONS.split("anonymous:")[0])
+    (tmp_path / "authz.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\n"
+                                         "authorizers:\n- {type: RBAC, name: rbac}\n")
+    monkeypatch.chdir(tmp_path)
+    up = argparse.ArgumentParser()
+    auth_options.add_flags(up)
+    args = up.parse_args(["--anonymous-auth=false", "--authentication-config", "authn.yaml",
+                          "--authorization-config", "authz.yaml"])
+    argv = auth_options.worker_argv(args)
+    assert argv == ["--anonymous-auth=false", f"--authentication-config={tmp_path}/authn.yaml",
+                    f"--authorization-config={tmp_path}/authz.yaml"]
+    worker = argparse.ArgumentParser()
+    auth_options.add_flags(worker)
+    monkeypatch.chdir("/")
+    options = auth_options.load(worker.parse_args(argv))
+    assert (options.anonymous.enabled, options.authentication_path, options.authorization_path) == \
+        (False, f"{tmp_path}/authn.yaml", f"{tmp_path}/authz.yaml")
+    assert [s.type for s in options.authorization[1]] == ["RBAC"]
