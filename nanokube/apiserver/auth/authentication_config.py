@@ -13,6 +13,7 @@ the --anonymous-auth flag, and may not change when the file is reloaded."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 import ssl
@@ -98,19 +99,20 @@ def config_hash(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-#: the fields each object of the file may hold (a nested dict: an object; a list of one dict: a list
-#: of such objects; None: a value), as the strict decoder knows them
-_CONDITION = {"path": None}
-_ISSUER = {"url": None, "discoveryURL": None, "certificateAuthority": None, "audiences": None,
-           "audienceMatchPolicy": None, "egressSelectorType": None}
-_PREFIXED = {"claim": None, "prefix": None, "expression": None}
+#: the fields each object of the file may hold, as the strict decoder knows them, and their types: a
+#: nested dict an object, a list of one dict a list of such objects, str a string, bool a boolean,
+#: [str] a list of strings
+_CONDITION = {"path": str}
+_ISSUER = {"url": str, "discoveryURL": str, "certificateAuthority": str, "audiences": [str],
+           "audienceMatchPolicy": str, "egressSelectorType": str}
+_PREFIXED = {"claim": str, "prefix": str, "expression": str}
 _JWT = {"issuer": _ISSUER,
-        "claimValidationRules": [{"claim": None, "requiredValue": None, "expression": None, "message": None}],
-        "claimMappings": {"username": _PREFIXED, "groups": _PREFIXED, "uid": {"claim": None, "expression": None},
-                          "extra": [{"key": None, "valueExpression": None}]},
-        "userValidationRules": [{"expression": None, "message": None}]}
-_SCHEMA = {"apiVersion": None, "kind": None, "jwt": [_JWT],
-           "anonymous": {"enabled": None, "conditions": [_CONDITION]}}
+        "claimValidationRules": [{"claim": str, "requiredValue": str, "expression": str, "message": str}],
+        "claimMappings": {"username": _PREFIXED, "groups": _PREFIXED, "uid": {"claim": str, "expression": str},
+                          "extra": [{"key": str, "valueExpression": str}]},
+        "userValidationRules": [{"expression": str, "message": str}]}
+_SCHEMA = {"apiVersion": str, "kind": str, "jwt": [_JWT],
+           "anonymous": {"enabled": bool, "conditions": [_CONDITION]}}
 
 
 def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
@@ -122,7 +124,7 @@ def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
             p = f"{path}.{k}" if path else str(k)
             if k not in schema:
                 out.append(p)
-            elif schema[k] is not None:
+            elif isinstance(schema[k], (dict, list)):
                 out += unknown_fields(v, schema[k], p)
     elif isinstance(schema, list) and isinstance(value, list):
         for i, v in enumerate(value):
@@ -148,7 +150,47 @@ def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
     unknown = unknown_fields(doc, schema)
     if unknown:
         raise ConfigError("strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in unknown))
+    wrong = mistyped(doc, schema, kind)
+    if wrong:
+        raise ConfigError(wrong)
     return doc
+
+
+def _json_type(value: Any) -> str:
+    return ("object" if isinstance(value, dict) else "array" if isinstance(value, list) else
+            "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "string")
+
+
+def _fits(value: Any, schema: Any) -> bool:
+    """Whether `value` (not null) has the JSON type `schema` wants; a YAML timestamp is a string, as
+    YAMLToJSON writes it."""
+    if isinstance(schema, dict):
+        return isinstance(value, dict)
+    if isinstance(schema, list):
+        return isinstance(value, list)
+    if schema is bool:
+        return isinstance(value, bool)
+    return isinstance(value, (str, datetime.date))
+
+
+def mistyped(value: Any, schema: Any, path: str) -> str | None:
+    """The decoder's error for the first field whose value has another JSON type than the field's
+    (`jwt: 5`, `audiences: [1]`), in the shape of Go's UnmarshalTypeError; null fits any field."""
+    if not _fits(value, schema):
+        return _unmarshal(value, schema, path)
+    if isinstance(schema, dict):
+        fields = ((f"{path}.{k}", v, schema[k]) for k, v in value.items() if k in schema)
+    elif isinstance(schema, list):
+        fields = ((f"{path}[{i}]", v, schema[0]) for i, v in enumerate(value))
+    else:
+        return None
+    return next((wrong for p, v, s in fields if v is not None and (wrong := mistyped(v, s, p))), None)
+
+
+def _unmarshal(value: Any, schema: Any, path: str) -> str:
+    want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
+            if isinstance(schema, list) else "bool" if schema is bool else "string")
+    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {path} of type {want}"
 
 
 def aggregate(errs: list[FieldError]) -> str:

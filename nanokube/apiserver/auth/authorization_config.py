@@ -42,11 +42,11 @@ KIND = "AuthorizationConfiguration"
 TYPES = ("ABAC", "AlwaysAllow", "AlwaysDeny", "Node", "RBAC", "Webhook")
 MASTERS = "system:masters"
 
-_WEBHOOK = {"timeout": None, "authorizedTTL": None, "unauthorizedTTL": None, "cacheAuthorizedRequests": None,
-            "cacheUnauthorizedRequests": None, "subjectAccessReviewVersion": None,
-            "matchConditionSubjectAccessReviewVersion": None, "failurePolicy": None,
-            "connectionInfo": {"type": None, "kubeConfigFile": None}, "matchConditions": [{"expression": None}]}
-_SCHEMA = {"apiVersion": None, "kind": None, "authorizers": [{"type": None, "name": None, "webhook": _WEBHOOK}]}
+_WEBHOOK = {"timeout": str, "authorizedTTL": str, "unauthorizedTTL": str, "cacheAuthorizedRequests": bool,
+            "cacheUnauthorizedRequests": bool, "subjectAccessReviewVersion": str,
+            "matchConditionSubjectAccessReviewVersion": str, "failurePolicy": str,
+            "connectionInfo": {"type": str, "kubeConfigFile": str}, "matchConditions": [{"expression": str}]}
+_SCHEMA = {"apiVersion": str, "kind": str, "authorizers": [{"type": str, "name": str, "webhook": _WEBHOOK}]}
 #: matchConditions' variable: the SubjectAccessReview's spec
 REQUEST_ENV = Environment({"request": map_of(STRING, DYN)})
 

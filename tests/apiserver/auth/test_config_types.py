@@ -1,0 +1,65 @@
+"""An authentication or authorization config whose field holds a value of the wrong JSON type
+(`jwt: 5`, `audiences: [1]`, `cacheAuthorizedRequests: 1`) is refused by the strict decoder as
+upstream's is (json: cannot unmarshal ...): `up` stops with that one line, and a reload of such a
+file is a failed reload after which the next good file is still applied. Before, such a file was a
+Python traceback out of `up`, and the reload loop died on it, applying nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+
+import pytest
+
+from nanokube.cli import main
+from tests.apiserver.auth.jwt_issuer import served_with
+
+AUTHN = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\n"
+AUTHZ = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\n"
+ISSUER = "jwt:\n- issuer: {url: 'https://127.0.0.1:9', audiences: %s}\n  claimMappings: {username: {claim: sub, prefix: ''}}\n"
+
+
+@pytest.mark.parametrize("flag, config, line", [
+    ("--authentication-config", AUTHN + "jwt: 5\n",
+     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type array"),
+    ("--authentication-config", AUTHN + ISSUER % "[a, 1]",
+     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt[0].issuer.audiences[1] of type string"),
+    ("--authentication-config", AUTHN + "anonymous: {enabled: true, conditions: [/livez]}\n",
+     "cannot unmarshal string into Go struct field AuthenticationConfiguration.anonymous.conditions[0] of type object"),
+    ("--authorization-config", AUTHZ + "authorizers:\n- {type: Webhook, name: w, webhook: {cacheAuthorizedRequests: 1}}\n",
+     "cannot unmarshal number into Go struct field AuthorizationConfiguration.authorizers[0].webhook"
+     ".cacheAuthorizedRequests of type bool"),
+])
+def test_up_stops_on_a_value_of_the_wrong_type_with_one_line(tmp_path, capsys, flag, config, line):
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    assert main(["up", "--data-dir", str(tmp_path / "d"), flag, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nanokube: {flag}: ") and line in err and err.count("\n") == 1, err
+    assert not (tmp_path / "d").exists()  # nothing started
+
+
+async def test_a_reloaded_file_of_the_wrong_type_fails_and_the_next_good_one_still_applies(tmp_path):
+    def reloads(text: str, status: str) -> int:
+        found = re.search(r'apiserver_authentication_config_controller_automatic_reloads_total\{apiserver_id_hash='
+                          rf'"sha256:\w+",status="{status}"\}} (\d+)', text)
+        return int(found.group(1)) if found else 0
+
+    async def until(status: str) -> str:
+        for _ in range(100):
+            if reloads(text := server.metrics_text().decode(), status) == 1:
+                return text
+            await asyncio.sleep(0.1)
+        return text
+
+    config = tmp_path / "authn.yaml"
+    async with served_with(tmp_path, AUTHN + ISSUER % "[a]") as (server, _):
+        config.write_text(AUTHN + "jwt: 5\n")
+        assert reloads(await until("failure"), "failure") == 1
+        config.write_text(good := AUTHN + ISSUER % "[b]")
+        text = await until("success")
+        assert reloads(text, "success") == 1
+        applied = hashlib.sha256(good.encode()).hexdigest()
+        assert re.search(r'apiserver_authentication_config_controller_last_config_info\{apiserver_id_hash="sha256:\w+",'
+                         rf'hash="sha256:{applied}"\}} 1', text), text  # the good file is the one applied
