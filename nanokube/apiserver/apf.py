@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 
 from ..machinery import errors
 from ..machinery.responses import error_response
@@ -42,6 +43,8 @@ PF_HEADERS = web.RequestKey("nanokube.apf_headers", dict)
 #: a watch's initialization signal, for a handler that hands it on (the aggregator's proxy: upstream's
 #: RequestDelegated lets the watch's seat go before the extension server is asked)
 DELEGATED = web.RequestKey("nanokube.apf_delegated", object)
+#: apiserver_flowcontrol_request_wait_duration_seconds' buckets (upstream's queue wait histogram)
+_WAIT_BUCKETS = (0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30)
 #: nonMutatingRequestVerbs: a request of any other verb is a mutating one to the inflight watermark
 _READ_ONLY = frozenset(("get", "list", "watch"))
 #: kube-apiserver's LongRunningFunc: BasicLongRunningRequestCheck of these verbs and subresources
@@ -114,6 +117,9 @@ class _Route(NamedTuple):
     limited: bool
     dispatched: Any
     executing: Any
+    inqueue: Any
+    #: the queue wait's histogram series of a request that executes (execute="true")
+    waited: Any
 
 
 class PriorityLevel:
@@ -124,7 +130,9 @@ class PriorityLevel:
         self.executing = 0
         self.waiting: deque[asyncio.Future] = deque()
 
-    async def acquire(self) -> bool:
+    async def acquire(self, inqueue=None) -> bool:
+        """A seat, after a wait in the queue where none is free; `inqueue`: the gauge a waiting
+        request is counted in (apiserver_flowcontrol_current_inqueue_requests)."""
         if self.executing < self.seats:
             self.executing += 1
             return True
@@ -132,6 +140,8 @@ class PriorityLevel:
             return False
         fut = asyncio.get_running_loop().create_future()
         self.waiting.append(fut)
+        if inqueue is not None:
+            inqueue.inc()
         try:
             await fut
         except asyncio.CancelledError:
@@ -140,6 +150,9 @@ class PriorityLevel:
             elif fut.done() and not fut.cancelled():
                 self.release()  # the seat handed over while we were cancelled
             raise
+        finally:
+            if inqueue is not None:
+                inqueue.dec()
         return True
 
     def release(self) -> None:
@@ -177,6 +190,16 @@ class FlowControl:
                                 "[BETA] Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution "
                                 "stage in the API Priority and Fairness subsystem",
                                 ["flow_schema", "priority_level"], self.registry)
+        self.registry.register(_ExecutingSeats(self.executing))
+        self.inqueue = Family("gauge", "apiserver_flowcontrol_current_inqueue_requests",
+                              "[BETA] Number of requests currently pending in queues of the API Priority and Fairness "
+                              "subsystem", ["flow_schema", "priority_level"], self.registry)
+        self.nominal = Family("gauge", "apiserver_flowcontrol_nominal_limit_seats",
+                              "[BETA] Nominal number of execution seats configured for each priority level",
+                              ["priority_level"], self.registry)
+        self.wait = Family("histogram", "apiserver_flowcontrol_request_wait_duration_seconds",
+                           "[BETA] Length of time a request spent waiting in its queue",
+                           ["execute", "flow_schema", "priority_level"], self.registry, buckets=_WAIT_BUCKETS)
         #: classify's answers by what a FlowSchema can match on (the user and the attributes but the
         #: object's name and the field selector), forgotten when the configuration changes
         self._classified: dict[tuple, tuple[dict, dict] | None] = {}
@@ -226,14 +249,19 @@ class FlowControl:
                 {"X-Kubernetes-PF-FlowSchema-UID": fs["metadata"].get("uid", ""),
                  "X-Kubernetes-PF-PriorityLevel-UID": pl["metadata"].get("uid", "")},
                 (pl.get("spec") or {}).get("type") == "Limited", self.dispatched.labels(*labels),
-                self.executing.labels(*labels))
+                self.executing.labels(*labels), self.inqueue.labels(*labels), self.wait.labels("true", *labels))
         return route
 
     def _seats(self, levels: list[dict]) -> None:
-        """Each Limited level's share of the server's seats and its waiting room."""
+        """Each Limited level's share of the server's seats and its waiting room; every level's
+        nominal seats, of which an Exempt one (nominalConcurrencyShares 0 by default) uses none."""
         shares = {p["metadata"]["name"]: ((p.get("spec") or {}).get("limited") or {}).get("nominalConcurrencyShares", 30)
                   for p in levels if (p.get("spec") or {}).get("type") == "Limited"}
-        total = sum(shares.values()) or 1
+        exempt = {p["metadata"]["name"]: ((p.get("spec") or {}).get("exempt") or {}).get("nominalConcurrencyShares", 0)
+                  for p in levels if (p.get("spec") or {}).get("type") == "Exempt"}
+        total = sum(shares.values()) + sum(exempt.values()) or 1
+        for name, share in exempt.items():
+            self.nominal.labels(name).set(math.ceil(self.server_concurrency * share / total))
         state = {}
         for p in levels:
             name = p["metadata"]["name"]
@@ -245,6 +273,7 @@ class FlowControl:
             seats = max(1, math.ceil(self.server_concurrency * shares[name] / total))
             level = state[name] = self._state.get(name) or PriorityLevel(seats, waiting)
             level.seats, level.max_waiting = seats, waiting
+            self.nominal.labels(name).set(seats)
         self._state = state
 
     @web.middleware
@@ -267,8 +296,9 @@ class FlowControl:
         route = self._route(*found)
         level = self._state.get(route.labels[1]) if route.limited else None
         queued = time.perf_counter() if level is not None else 0.0
-        if level is not None and not await level.acquire():
+        if level is not None and not await level.acquire(route.inqueue):
             self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
+            self.wait.labels("false", *route.labels).observe(time.perf_counter() - queued)
             if self.refused is not None:
                 self.refused(request, a)
             e = errors.APIError(429, "TooManyRequests", "Too many requests, please try again later.",
@@ -277,7 +307,8 @@ class FlowControl:
             resp.headers.update(route.headers)
             return resp
         if queued:  # the queue wait, which the request's SLI latency leaves out
-            request[APF_WAIT] = time.perf_counter() - queued
+            route.waited.observe(wait := time.perf_counter() - queued)
+            request[APF_WAIT] = wait
         route.dispatched.inc()
         executing = route.executing
         executing.inc()
@@ -316,6 +347,26 @@ class FlowControl:
             return await handler(request)
         finally:
             release()
+
+
+class _ExecutingSeats:
+    """apiserver_flowcontrol_current_executing_seats, written at scrape time from the executing
+    requests' gauge: every request here occupies one seat (no work estimator widens it)."""
+
+    def __init__(self, executing: Family) -> None:
+        self.executing = executing
+
+    def describe(self) -> list[Metric]:
+        return [Metric("apiserver_flowcontrol_current_executing_seats", "", "gauge")]
+
+    def collect(self) -> list[Metric]:
+        m = Metric("apiserver_flowcontrol_current_executing_seats",
+                   "[BETA] Concurrency (number of seats) occupied by the currently executing (initial stage for a "
+                   "WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem", "gauge")
+        for family in self.executing.collect():
+            for s in family.samples:
+                m.add_sample("apiserver_flowcontrol_current_executing_seats", s.labels, s.value)
+        return [m]
 
 
 def _headed(request: web.Request, headers: dict[str, str], initialized: Callable[[], None]) -> None:
