@@ -176,7 +176,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         JobController: {"metrics": metrics, **job_options()},
         HPAController: {**options_from_env(), "metrics": metrics,
                         "metrics_api_client": controller_client(client, HPAController)},
-        NodeLifecycleController: node_lifecycle_options(),
+        NodeLifecycleController: {**node_lifecycle_options(), "evictions": metrics.node_evictions},
         PodGCController: pod_gc_options(),
         DeviceTaintEvictionController: device_taint_options(),
         RootCACertPublisher: {"root_ca": root_ca},

@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ..client.workqueue import WorkQueueMetrics
 from ..clock import REAL, Clock
+from ..machinery.metrics import Family
 from .endpointslice_metrics import EndpointSliceMetrics
 from .hpa.monitor import HPAMetrics
 from .job_metrics import JobMetrics
@@ -27,6 +28,11 @@ class ControllerMetrics:
             "job_controller_job_pods_creation",
             "[ALPHA] The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             ["reason", "status"], registry=self.registry)
+        #: by zone key (GetZoneKey), each zone's from when the node lifecycle controller first sees it
+        self.node_evictions = Family(
+            "counter", "node_collector_evictions_total",
+            "[STABLE] Number of Node evictions that happened since current instance of NodeController started.",
+            ["zone"], self.registry)
         self.job = JobMetrics(self.registry)
         self.endpointslice = EndpointSliceMetrics(self.registry)
         self.hpa = HPAMetrics(self.registry)

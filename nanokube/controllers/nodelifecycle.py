@@ -34,6 +34,7 @@ from collections.abc import Mapping
 
 from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
+from ..machinery.metrics import Family
 from ..client.informer import InformerFactory
 from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
@@ -135,8 +136,10 @@ class NodeLifecycleController(Controller):
 
     def __init__(self, client, clock: Clock = REAL, *, grace_period: float = DEFAULT_GRACE,
                  monitor_period: float = DEFAULT_MONITOR_PERIOD,
-                 informers: InformerFactory | None = None):
+                 informers: InformerFactory | None = None, evictions: Family | None = None):
+        """`evictions`: node_collector_evictions_total (ControllerMetrics'), counted by zone."""
         super().__init__(client, clock, informers)
+        self.evictions = evictions
         self.grace_period = grace_period
         self.monitor_period = monitor_period
         self.nodes_api = client.resource("", "v1", "nodes")
@@ -238,6 +241,9 @@ class NodeLifecycleController(Controller):
             changed = None
         else:
             changed = {z for z in zones.keys() | self._zones.keys() if zones.get(z) != self._zones.get(z)}
+        if self.evictions is not None:  # a zone's series from when it is first seen (addPodEvictorForNewZone)
+            for zone in zones.keys() - self._zones.keys():
+                self.evictions.labels(zone)
         self._zones, self._down = zones, down
         # a limiter swapped is a new one, its token there
         self._next = {z: t for z, t in self._next.items() if changed is not None and z not in changed}
@@ -331,12 +337,14 @@ class NodeLifecycleController(Controller):
         want = wanted_taints(node, self._no_execute(node))
         if set(have) == want:
             return
-        if any(e == "NoExecute" for _, e in want) and not any(e == "NoExecute" for _, e in have):
+        new_no_execute = any(e == "NoExecute" for _, e in want) and not any(e == "NoExecute" for _, e in have)
+        if new_no_execute:
             # a new NoExecute taint (a swap takes none) waits for its zone's limiter
             zone, at = zone_key(node), self.clock.monotonic()
             if self._next.get(zone, at) > at:
                 self.queue.add_after(node["metadata"]["name"], self._next[zone] - at)
                 want = {t for t in want if t[1] != "NoExecute"}
+                new_no_execute = False
                 if set(have) == want:
                     return
             else:
@@ -349,3 +357,6 @@ class NodeLifecycleController(Controller):
         except APIError as e:
             if e.code != 404:
                 raise
+        else:
+            if new_no_execute and self.evictions is not None:  # doNoExecuteTaintingPass counts a taint it adds
+                self.evictions.labels(zone_key(node)).inc()

@@ -43,6 +43,7 @@ STABLE = {
     # kube-controller-manager
     "cronjob_controller_job_creation_skew_duration_seconds": (
         "/metrics", "histogram", "", (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)),
+    "node_collector_evictions_total": ("/metrics", "counter", "zone", None),
     # kubelet
     "container_cpu_usage_seconds_total": (_KUBELET + "/resource", "counter", "container namespace pod", None),
     "container_memory_working_set_bytes": (_KUBELET + "/resource", "gauge", "container namespace pod", None),

@@ -97,6 +97,8 @@ def test_a_node_that_stops_heartbeating_has_its_pods_evicted_after_their_tolerat
         taints = cluster.kubectl_json("get", "node", "gpu-0")["spec"].get("taints") or []
         return next((t for t in taints if t["key"] == "node.kubernetes.io/unreachable"), None)
     taint = wait_for(unreachable)
+    # the taint the controller added is counted under the node's zone key (GetZoneKey: region, NUL, zone)
+    wait_for(lambda: 'node_collector_evictions_total{zone=":\x00:zone-a"} 1\n' in cluster.kubectl("get", "--raw", "/metrics").stdout)
     pod = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "stranded"))["metadata"].get("deletionTimestamp") and p)
     cond = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert (cond["reason"], cond["message"]) == ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
