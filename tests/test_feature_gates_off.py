@@ -68,7 +68,7 @@ async def test_topology_constraints_are_dropped_from_groups_and_workload_templat
         "podGroupTemplates": [{"name": "g", "schedulingPolicy": {"basic": {}}, "schedulingConstraints": rack}]}]}}
     spec = (await c.resource("scheduling.k8s.io", "v1alpha3", "workloads").create(workload, "default"))["spec"]
     [fleet] = spec["compositePodGroupTemplates"]
-    assert "schedulingConstraints" not in fleet and "schedulingConstraints" not in fleet["podGroupTemplates"][0]
+    assert "schedulingConstraints" not in fleet and fleet["podGroupTemplates"][0]["schedulingConstraints"] is None
 
 
 async def test_with_topology_aware_scheduling_off_a_gang_spans_racks(stack, gates):
@@ -224,3 +224,22 @@ async def test_a_claims_allocation_loses_binding_conditions_with_their_gate_off(
     status = (await claims.update(claim, "status"))["status"]
     assert status["allocation"]["devices"]["results"] == [
         {"request": "fpga", "driver": "fpga.example.com", "pool": "n1", "device": "fpga-0"}]
+
+
+async def test_a_workload_stored_with_the_topology_gate_on_is_writable_with_it_off(stack, gates):
+    """PodGroupTemplate.schedulingConstraints is a pointer without omitempty: a template without
+    constraints is served with `schedulingConstraints: null`, and dropping the disabled field sets it to
+    nil, which the immutable template still equals. Dropping the key instead made every Workload written
+    while the gate was on refused on update with it off ("field is immutable", fuzz60's restart)."""
+    workloads = stack.client.resource("scheduling.k8s.io", "v1beta1", "workloads")
+    template = {"name": "g", "schedulingPolicy": {"gang": {"minCount": 2}}}
+    stored = copy.deepcopy(await workloads.create({"metadata": {"name": "w"}, "spec": {
+        "podGroupTemplates": [template]}}, "default"))
+    assert stored["spec"]["podGroupTemplates"][0]["schedulingConstraints"] is None
+    gates("TopologyAwareWorkloadScheduling=false")
+    stored["metadata"]["labels"] = {"a": "b"}
+    updated = await workloads.update(stored)
+    assert updated["spec"]["podGroupTemplates"] == [{**template, "schedulingConstraints": None}]
+    created = await workloads.create({"metadata": {"name": "v"}, "spec": {"podGroupTemplates": [
+        {**template, "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]}}]}}, "default")
+    assert created["spec"]["podGroupTemplates"] == [{**template, "schedulingConstraints": None}]

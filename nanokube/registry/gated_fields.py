@@ -77,8 +77,11 @@ def drop_workload_fields(spec: dict, old: dict | None = None) -> None:
     if topology and claims:
         return
     for kind, t in _templates(spec):
-        if not topology:
-            t.pop("schedulingConstraints", None)
+        if not topology and "schedulingConstraints" in t:
+            if kind == "podGroupTemplates":  # a pointer without omitempty: nil is served null, as stored
+                t["schedulingConstraints"] = None
+            else:
+                del t["schedulingConstraints"]
         if not claims and kind == "podGroupTemplates":
             t.pop("resourceClaims", None)
 
