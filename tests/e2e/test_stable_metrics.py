@@ -1,17 +1,27 @@
 """Every component's /metrics against upstream's list of STABLE and BETA metrics
 (tests/e2e/stable_metrics.py): after a little load (a Deployment, a pod no node fits, a
 watch, a request at a Limited priority level), each family is served under upstream's name
-and type, with its label names and bucket bounds."""
+and type, with its label names and bucket bounds; and a real Prometheus (scripts/prometheus.sh
+installs it) scraping `up` answers recording rules and queries as upstream's dashboards write them."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import urllib.parse
+import urllib.request
+from pathlib import Path
 
 import pytest
 
 from .conftest import wait_for
 from .stable_metrics import STABLE
+
+PROMETHEUS = shutil.which("prometheus")
 
 BIG = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "too-big", "namespace": "default"},
        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "5000"}}}]}}
@@ -67,3 +77,70 @@ def test_stable_and_beta_metrics_match_upstreams_list(loaded):
         assert (name, sorted(fam["labels"])) == (name, sorted(labels.split()))
         if bounds is not None:
             assert (name, fam["le"]) == (name, [f"{b:g}" for b in bounds] + ["+Inf"])
+
+
+#: recording rules as kube-prometheus' kubernetes-mixin writes them (its apiserver and scheduler groups)
+RULES = """groups:
+- name: mixin
+  rules:
+  - record: code_verb:apiserver_request_total:increase1m
+    expr: sum by (code, verb) (increase(apiserver_request_total{job="apiserver"}[1m]))
+  - record: cluster_quantile:scheduler_scheduling_attempt_duration_seconds:histogram_quantile
+    expr: histogram_quantile(0.99, sum(rate(scheduler_scheduling_attempt_duration_seconds_bucket{job="apiserver"}[1m]))
+      without (instance, profile))
+    labels: {quantile: "0.99"}
+"""
+
+#: dashboard queries (the mixin's API server, scheduler and controller-manager panels, the kubelet's resource metrics)
+QUERIES = (
+    'code_verb:apiserver_request_total:increase1m{verb="POST"}',
+    'cluster_quantile:scheduler_scheduling_attempt_duration_seconds:histogram_quantile{result="scheduled"}',
+    'sum by (verb, code) (rate(apiserver_request_total{job="apiserver"}[1m]))',
+    'histogram_quantile(0.99, sum by (verb, le) (rate(apiserver_request_duration_seconds_bucket{verb!~"WATCH|CONNECT"}[1m])))',
+    'sum by (name) (rate(workqueue_adds_total{job="apiserver"}[1m]))',
+    'sum by (queue) (scheduler_pending_pods)',
+    'sum by (priority_level) (apiserver_flowcontrol_nominal_limit_seats)',
+    'sum by (namespace) (container_memory_working_set_bytes{job="kubelet", container!=""})',
+)
+
+
+def _query(url: str, promql: str) -> list:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}", timeout=5) as r:
+            return [s for s in json.load(r)["data"]["result"] if s["value"][1] not in ("NaN", "+Inf")]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="SKIPPED LOUDLY: no `prometheus` binary on PATH (scripts/prometheus.sh)")
+def test_prometheus_answers_the_dashboards_queries(loaded):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-stable-"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    pki = loaded.data_dir / "pki"
+    tls = f"{{ca_file: '{pki / 'ca.crt'}', cert_file: '{pki / 'admin.crt'}', key_file: '{pki / 'admin.key'}'}}"
+    target = urllib.parse.urlsplit(loaded.url).netloc
+    node = loaded.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    (d / "rules.yml").write_text(RULES)
+    (d / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: ['{d / 'rules.yml'}']\n"
+        "scrape_configs:\n"
+        f"- {{job_name: apiserver, scheme: https, tls_config: {tls}, static_configs: [{{targets: ['{target}']}}]}}\n"
+        f"- {{job_name: kubelet, scheme: https, tls_config: {tls}, metrics_path: /api/v1/nodes/{node}/proxy/metrics/resource,"
+        f" static_configs: [{{targets: ['{target}']}}]}}\n")
+    with open(d / "prometheus.log", "wb") as log:
+        prom = subprocess.Popen([PROMETHEUS, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: len(_query(url, "up == 1")) == 2, 60, "both targets scraped")
+        # attempts and writes between two scrapes, for the rates
+        loaded.kubectl("scale", "deployment", "web", "--replicas=4")
+        for promql in QUERIES:
+            wait_for(lambda: _query(url, promql), 60, promql)
+    finally:
+        prom.terminate()
+        prom.wait(timeout=20)
+        shutil.rmtree(d, ignore_errors=True)
