@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .audit_options import go_bool
-from ..client import kubeconfig
-from .auth import authentication_config, authorization_config
-from .auth.authentication_config import ALLOW_ALL, Anonymous, ConfigError, Configuration
 
 if TYPE_CHECKING:
     from .app import APIServer
+    from .auth.authentication_config import Anonymous, Configuration
 
 
 @dataclass(slots=True)
 class AuthOptions:
-    anonymous: Anonymous = ALLOW_ALL
+    #: who may go without credentials; None: the server's default (anyone, everywhere)
+    anonymous: Anonymous | None = None
     #: --authentication-config's path and what it held when read
     authentication_path: str = ""
     authentication: Configuration | None = None
@@ -45,46 +44,58 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> AuthOptions:
-    """The flags' files read and validated: ConfigError with the line `up` stops with. A flag
-    `args` lacks is left at its default."""
-    given = getattr(args, "authentication_config", None)
-    path = os.path.abspath(given) if given else ""
-    try:
-        config, anonymous = authentication_config.load(path or None, getattr(args, "anonymous_auth", None))
-    except ConfigError as e:
-        raise ConfigError(f"--authentication-config: {e}" if path else str(e)) from None
-    options = AuthOptions(anonymous, path, config)
+    """The flags' files read and validated: ValueError (ConfigError) with the line `up` stops with.
+    A flag `args` lacks is left at its default; nothing of authentication is imported for none."""
+    options = AuthOptions()
+    given, flag = getattr(args, "authentication_config", None), getattr(args, "anonymous_auth", None)
+    if given or flag is not None:
+        from .auth import authentication_config
+
+        options.authentication_path = os.path.abspath(given) if given else ""
+        try:
+            options.authentication, options.anonymous = authentication_config.load(options.authentication_path or None, flag)
+        except authentication_config.ConfigError as e:
+            raise authentication_config.ConfigError(f"--authentication-config: {e}" if given else str(e)) from None
     given = getattr(args, "authorization_config", None)
     if given:
+        from ..client import kubeconfig
+        from .auth import authorization_config
+
         options.authorization_path = os.path.abspath(given)
         try:
             options.authorization = authorization_config.read(options.authorization_path)
             for spec in options.authorization[1]:  # the webhooks' kubeconfigs, which only building reads
                 if spec.webhook is not None:
                     kubeconfig.load(spec.webhook.kubeconfig, env={})
-        except (ConfigError, kubeconfig.KubeconfigError) as e:
-            raise ConfigError(f"--authorization-config: {e}") from None
+        except (authorization_config.ConfigError, kubeconfig.KubeconfigError) as e:
+            raise authorization_config.ConfigError(f"--authorization-config: {e}") from None
     return options
 
 
 def apply(server: APIServer, options: AuthOptions) -> None:
     """Before the server starts."""
-    from .auth.authentication_controller import AuthenticationController
-    from .auth.authorization_config import AuthorizationController
-    from .storageversion import identity
-
     server.anonymous = options.anonymous
-    apiserver_id = identity(socket.gethostname())
     if options.authentication is not None:
+        from .auth.authentication_controller import AuthenticationController
+
         server.authentication = AuthenticationController(options.authentication_path, options.authentication,
-                                                         server.clock, apiserver_id)
+                                                         server.clock, _apiserver_id())
         server.component_metrics.append(server.authentication.metrics.registry)
     if options.authorization is not None:
+        from .auth.authorization_config import AuthorizationController
+
         text, specs = options.authorization
         controller = AuthorizationController(options.authorization_path, text, specs, server.authorizer.node,
-                                             server.rbac, server.clock, apiserver_id)
+                                             server.rbac, server.clock, _apiserver_id())
         server.use_authorizer(controller)
         server.component_metrics.append(controller.metrics.registry)
+
+
+def _apiserver_id() -> str:
+    """The server's identity, whose hash labels the config controllers' metrics."""
+    from .storageversion import identity
+
+    return identity(socket.gethostname())
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
