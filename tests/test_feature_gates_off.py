@@ -117,7 +117,7 @@ async def test_with_hpa_scale_to_zero_off_min_replicas_0_is_refused_unless_store
     assert refused.value.code == 422
     assert refused.value.message.endswith("spec.minReplicas: Invalid value: 0: must be greater than or equal to 1")
     kept["spec"]["maxReplicas"] = 4
-    assert (await hpas.update(kept, "default"))["spec"]["minReplicas"] == 0
+    assert (await hpas.update(kept))["spec"]["minReplicas"] == 0
 
 
 async def test_with_generic_workload_off_the_scheduler_schedules_a_group_member_alone(stack, gates):

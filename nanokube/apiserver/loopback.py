@@ -188,8 +188,14 @@ class ResourceClient:
             stored=not response)
         return self._handed_out(out.obj, "create") if response else None
 
+    def _route(self, subresource: str) -> None:
+        """A subresource the resource lacks is a path no route serves: 404, as over HTTP."""
+        if subresource and subresource not in self.res.subresources:
+            raise errors.route_not_found()
+
     async def update(self, obj: dict, subresource: str = "") -> dict:
         await asyncio.sleep(0)
+        self._route(subresource)
         md = obj["metadata"]
         d = mutation.DETECTOR
         if d is not None:
@@ -202,6 +208,7 @@ class ResourceClient:
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
         await asyncio.sleep(0)
+        self._route(subresource)
         opts = self._opts(force=force)
         if field_manager:
             opts.field_manager = field_manager
@@ -243,6 +250,7 @@ class ResourceClient:
         """POST to pods/binding, pods/eviction or serviceaccounts/token (a server without a token
         issuer serves no such subresource), as HTTPClient does over the wire."""
         await asyncio.sleep(0)
+        self._route(subresource)
         if not self.res.group and self.res.plural == "serviceaccounts" and subresource == "token":
             tokens = self.c.rest.tokens
             if tokens is None:

@@ -77,8 +77,23 @@ async def test_eviction_deletes_the_pod(stack):
 
 async def test_other_subresources_are_not_allowed(stack):
     with pytest.raises(APIError) as e:
-        await stack.client.resource("", "v1", "configmaps").create_subresource("x", "binding", {}, "default")
+        await stack.client.resource("", "v1", "pods").create_subresource("x", "status", {}, "default")
     assert e.value.code == 405
+
+
+async def test_a_subresource_the_resource_lacks_is_not_found_as_over_http(stack):
+    """A path no route serves: 404 with empty details, not a write of the object itself (a namespace
+    passed where the subresource goes was taken as the main resource's update)."""
+    maps = stack.client.resource("", "v1", "configmaps")
+    cm = await maps.create({"metadata": {"name": "x", "namespace": "default"}, "data": {"a": "1"}})
+    calls = (maps.update({**cm, "data": {"a": "2"}}, "default"),
+             maps.patch("x", {"data": {"a": "2"}}, namespace="default", subresource="status"),
+             maps.create_subresource("x", "binding", {}, "default"))
+    for call in calls:
+        with pytest.raises(APIError) as e:
+            await call
+        assert (e.value.code, e.value.details) == (404, {})
+    assert (await maps.get("x", "default"))["data"] == {"a": "1"}
 
 
 async def test_a_finalize_update_leaves_the_object_it_replaces_as_it_was(stack):
