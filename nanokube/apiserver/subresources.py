@@ -83,6 +83,14 @@ def _same_dry_run(body: list | None, opts: WriteOptions) -> None:
         raise errors.internal(f"Non-matching dry-run options in request and content: [All] and [{' '.join(body)}]")
 
 
+def _budget_processing(name: str) -> errors.APIError:
+    """eviction.go's createTooManyRequestsError: a suggested 10 s wait (details and Retry-After) that
+    keeps clients from hammering."""
+    return errors.APIError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.", {
+        "causes": [{"reason": "DisruptionBudget", "message": f"The disruption budget {name} is still being processed by the server."}],
+        "retryAfterSeconds": 10})
+
+
 def _same_name(body: dict, name: str, kind: str) -> None:
     """BindingREST.Create's and EvictionREST.Create's first check, of the object mutating admission left
     (the create handler runs that chain before Create): its name is the URL's. In bind and evict, so
@@ -256,6 +264,7 @@ class Subresources:
             opts = dataclasses.replace(opts, dry_run=True)
         pod = self.rest._entry(pods, namespace, name).obj
         phase = (pod.get("status") or {}).get("phase")
+        unhealthy = None  # the budget an unready pod goes without spending
         if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \
                 and not pod["metadata"].get("deletionTimestamp"):
             labels = pod["metadata"].get("labels") or {}
@@ -269,16 +278,27 @@ class Subresources:
                 if len(matching) > 1:  # eviction.go's own Status, code 500 and no reason (not an InternalError)
                     raise errors.APIError(500, "", "This pod has more than one PodDisruptionBudget, which the "
                                                    "eviction subresource does not support.")
-                if not matching or self._unhealthy_evictable(pod, matching[0].obj) or \
-                        await self._decrement(pdbs, namespace, name, matching[0], opts):
+                if matching and self._unhealthy_evictable(pod, matching[0].obj):
+                    unhealthy = matching[0].obj["metadata"]["name"]
+                    break
+                if not matching or await self._decrement(pdbs, namespace, name, matching[0], opts):
                     break
             else:
                 raise errors.conflict("policy", "poddisruptionbudgets", matching[0].obj["metadata"]["name"],
                                       errors.STALE)
         options = (eviction or {}).get("deleteOptions") or {}
-        if not opts.dry_run:
-            options = await self._mark_disrupted(pods, namespace, name, options)
-        await self.rest.delete(pods, "v1", namespace, name, options, opts)
+        pre = options.get("preconditions") or {}
+        guarded = unhealthy is not None and pre.get("resourceVersion") is None
+        if guarded:  # updateDeletionOptions: the pod let go unhealthy may not have turned Ready since
+            options = {**options, "preconditions": {**pre, "resourceVersion": pod["metadata"]["resourceVersion"]}}
+        try:
+            if not opts.dry_run:
+                options = await self._mark_disrupted(pods, namespace, name, options)
+            await self.rest.delete(pods, "v1", namespace, name, options, opts)
+        except errors.APIError as e:
+            if guarded and e.code == 409:  # (the precondition was the server's own: the client is told to retry)
+                raise _budget_processing(unhealthy) from None
+            raise
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     async def _mark_disrupted(self, pods: Resource, namespace: str, name: str, options: dict) -> dict:
@@ -330,10 +350,7 @@ class Subresources:
         st = pdb.get("status") or {}
         refused = "Cannot evict pod as it would violate the pod's disruption budget."
         if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
-            # createTooManyRequestsError's: a suggested 10 s wait (details and Retry-After) that keeps clients from hammering
-            raise errors.APIError(429, "TooManyRequests", refused, {"causes": [{
-                "reason": "DisruptionBudget", "message": f"The disruption budget {name} is still being processed by the server."}],
-                "retryAfterSeconds": 10})
+            raise _budget_processing(name)
         forbidden = f'poddisruptionbudgets.policy "{name}" is forbidden: '
         details = {"name": name, "group": "policy", "kind": "poddisruptionbudgets"}
         if len(st.get("disruptedPods") or {}) > MAX_DISRUPTED_PODS:

@@ -163,6 +163,28 @@ async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeyp
     assert not await gone(s, "b")
 
 
+async def test_an_unready_pod_written_before_its_delete_is_a_429_to_retry(env, monkeypatch):
+    """updateDeletionOptions: an unready pod let go without spending the budget is deleted only while it
+    is the pod judged (a resourceVersion precondition of the server's own); one written in between (it
+    may have turned Ready) is createTooManyRequestsError's 429 and stays (was: deleted). Evicted again,
+    it goes."""
+    s, sub = env
+    await running_pod(s, "sick", ready=False)
+    await running_pod(s, "well")
+    await budget(s, status={"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1})
+    race(monkeypatch, s, "sick", 1)
+    with pytest.raises(APIError) as e:
+        await evict(sub, "sick")
+    assert (e.value.code, e.value.details) == (429, {"causes": [{
+        "reason": "DisruptionBudget", "message": "The disruption budget db is still being processed by the server."}],
+        "retryAfterSeconds": 10})
+    pod = await s.client.resource("", "v1", "pods").get("sick", "default")
+    assert not pod["metadata"].get("deletionTimestamp")
+    assert "DisruptionTarget" not in [c["type"] for c in pod["status"]["conditions"]]
+    await evict(sub, "sick")
+    assert await gone(s, "sick")
+
+
 async def test_a_budget_update_that_loses_races_is_tried_as_often_as_evictions_retry(env, monkeypatch):
     """eviction.go's RetryOnConflict(EvictionsRetry): 20 tries of the budget's update, ~0.5 s apart
     (10% jitter); the pod is evicted on the 20th, and a budget changed under all 20 is a 409 naming it."""
