@@ -74,7 +74,8 @@ def load(args: argparse.Namespace) -> AuthOptions:
 
 def apply(server: APIServer, options: AuthOptions) -> None:
     """Before the server starts."""
-    server.anonymous = options.anonymous
+    if options.anonymous is not None:  # (else the server's default stands)
+        server.anonymous = options.anonymous
     if options.authentication is not None:
         from .auth.authentication_controller import AuthenticationController
 
