@@ -175,7 +175,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         CronJobController: {"metrics": metrics},
         JobController: {"metrics": metrics, **job_options()},
         HPAController: {**options_from_env(), "metrics": metrics,
-                        "metrics_api_client": controller_client(client, HPAController)},
+                        "metrics_api_clients": tuple(controller_client(client, HPAController) for _ in range(3))},
         NodeLifecycleController: {**node_lifecycle_options(), "evictions": metrics.node_evictions},
         PodGCController: pod_gc_options(),
         DeviceTaintEvictionController: device_taint_options(),

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from nanokube.controllers.manager import ControllerManager, build_controllers, enabled
+from nanokube.metrics.provider import MetricsUnavailable
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 
@@ -196,6 +197,26 @@ async def test_a_term_cut_short_while_its_controllers_start_stops_those_started(
     assert all(t.done() for t in first._tasks), "its workers are stopped"
     assert stack.cache.watcher_count == watchers, "and the term's informers"
     assert not manager.started.is_set()
+
+
+async def test_the_hpas_metrics_apis_are_read_through_a_clientset_and_bucket_each(stack):
+    """startHPAControllerWithRESTClient builds the resource, custom and external metrics clientsets from
+    the HPA's client config, each a token bucket of its own at the manager's limit: a burst of
+    resource metrics reads leaves an External metric's read free to go."""
+    clock = ManualClock()
+    clock.t = stack.rest.clock.now()
+    hpa = ControllerManager(stack.client, clock, controllers="horizontal-pod-autoscaler-controller",
+                            client_limit=(2.0, 3)).controllers[0]
+    m = hpa.metrics_client
+    apis = (m.resource_api, m.custom_api, m.external_api)
+    assert len({id(c.bucket) for c in (*apis, hpa.client)}) == 4
+    assert {(c.bucket.qps, c.bucket.burst, c.user_agent) for c in apis} == {
+        (2.0, 3, "kube-controller-manager/horizontal-pod-autoscaler")}
+    for _ in range(3):
+        with pytest.raises(MetricsUnavailable):  # no pods' metrics, but the read is made
+            await m.resource_metric("default", "app=web", "cpu")
+    assert m.resource_api.bucket.reserve() > 0, "the resource metrics clientset's burst is spent"
+    assert m.external_api.bucket.reserve() == 0, "the external one's is its own"
 
 
 async def test_each_controllers_client_waits_for_its_own_token_bucket(stack):

@@ -55,10 +55,11 @@ class HPAController(Controller):
 
     def __init__(self, client, *, sync_period: float = 15.0, downscale_window: float = 300.0, tolerance: float = 0.1,
                  cpu_initialization_period: float = 300.0, initial_readiness_delay: float = 30.0,
-                 metrics=None, metrics_api_client=None, **kw):
+                 metrics=None, metrics_api_clients: tuple | None = None, **kw):
         """`metrics`: kube-controller-manager's ControllerMetrics, whose `hpa` this controller updates.
-        `metrics_api_client`: the client the metrics APIs are read over, by default `client` (upstream
-        builds the metrics clientsets from the HPA's client config: a rate limit of their own)."""
+        `metrics_api_clients`: the clients the resource, custom and external metrics APIs are read over,
+        by default `client` (upstream builds a clientset for each from the HPA's client config: each
+        a rate limit of its own)."""
         super().__init__(client, **kw)
         self.monitor = metrics.hpa if metrics is not None else monitor.HPAMetrics(CollectorRegistry())
         self.sync_period = sync_period
@@ -67,7 +68,7 @@ class HPAController(Controller):
         self.cpu_init = cpu_initialization_period
         self.readiness_delay = initial_readiness_delay
         #: the metrics APIs, read through the API server as upstream's REST metrics client reads them
-        self.metrics_client = RESTMetricsClient(metrics_api_client or client, self.clock, sync_period)
+        self.metrics_client = RESTMetricsClient(client, self.clock, sync_period, metrics_api_clients)
         self.hpas = client.resource("autoscaling", "v2", "horizontalpodautoscalers")
         self.recorder = CoreEventRecorder(client, self.event_source, self.clock)
         self.pods = client.resource("", "v1", "pods")

@@ -42,12 +42,15 @@ def _message(e: APIError, what: str) -> str:
 
 class RESTMetricsClient:
     """`client`: the controller's API client (LocalClient or HTTPClient), whose `get_raw` GETs a path.
-    The custom metrics API's version is discovered as the custom metrics client's available-APIs getter
-    does, and found again after `rediscover` seconds (kube-controller-manager invalidates it every
-    HPA sync period)."""
+    `apis`: the clients the resource, custom and external metrics APIs are read over, by default
+    `client` (kube-controller-manager builds a clientset for each, so each has a rate limit of its
+    own). The custom metrics API's version is discovered over `client` as the custom metrics client's
+    available-APIs getter does (the HPA clientset's discovery), and found again after `rediscover`
+    seconds (kube-controller-manager invalidates it every HPA sync period)."""
 
-    def __init__(self, client, clock: Clock = REAL, rediscover: float = 15.0):
+    def __init__(self, client, clock: Clock = REAL, rediscover: float = 15.0, apis: tuple | None = None):
         self.client = client
+        self.resource_api, self.custom_api, self.external_api = apis or (client, client, client)
         self.clock = clock
         self.rediscover = rediscover
         #: (path of the custom metrics API's preferred version, when to discover it again)
@@ -70,16 +73,16 @@ class RESTMetricsClient:
         self._custom = (f"{CUSTOM_GROUP}/{version}", now + self.rediscover)
         return self._custom[0]
 
-    async def _get(self, api: str, path: str, params: dict[str, str], what: str, wording: str) -> dict:
+    async def _get(self, client, api: str, path: str, params: dict[str, str], what: str, wording: str) -> dict:
         try:
-            return await self.client.get_raw(api + path, {k: v for k, v in params.items() if v})
+            return await client.get_raw(api + path, {k: v for k, v in params.items() if v})
         except APIError as e:
             raise MetricsUnavailable(f"unable to fetch metrics from {wording} metrics API: {_message(e, what)}") from None
 
     async def resource_metric(self, namespace: str, selector: str, resource: str, container: str = "") -> dict[str, Sample]:
         """GetResourceMetric: each pod's usage of `resource`, summed over its containers (a pod missing
         it in any is left out) or of one container (a pod without that container fails the metric)."""
-        got = await self._get(RESOURCE, f"/namespaces/{namespace}/pods", {"labelSelector": selector},
+        got = await self._get(self.resource_api, RESOURCE, f"/namespaces/{namespace}/pods", {"labelSelector": selector},
                               "pods.metrics.k8s.io", "resource")
         items = got.get("items") or []
         if not items:
@@ -105,7 +108,7 @@ class RESTMetricsClient:
 
     async def pods_metric(self, namespace: str, selector: str, metric: str, metric_selector: str = "") -> dict[str, Sample]:
         """GetRawMetric: a custom metric of every pod the selector picks."""
-        got = await self._get(await self._custom_api(), f"/namespaces/{namespace}/pods/*/{metric}",
+        got = await self._get(self.custom_api, await self._custom_api(), f"/namespaces/{namespace}/pods/*/{metric}",
                               {"labelSelector": selector, "metricLabelSelector": metric_selector},
                               "pods.custom.metrics.k8s.io *", "custom")
         items = got.get("items") or []
@@ -130,7 +133,8 @@ class RESTMetricsClient:
             resource = f"{res.plural}.{res.group}" if res.group else res.plural
             path = f"/namespaces/{namespace}/{resource}/{ref.get('name', '')}/{metric}"
             what = f"{resource}.custom.metrics.k8s.io {ref.get('name', '')}"
-        got = await self._get(await self._custom_api(), path, {"metricLabelSelector": metric_selector}, what, "custom")
+        got = await self._get(self.custom_api, await self._custom_api(), path, {"metricLabelSelector": metric_selector},
+                              what, "custom")
         items = got.get("items") or []
         if len(items) != 1:
             raise MetricsUnavailable("unable to fetch metrics from custom metrics API: the custom metrics API server "
@@ -139,7 +143,7 @@ class RESTMetricsClient:
 
     async def external_metric(self, namespace: str, metric: str, selector: str = "") -> list[int]:
         """GetExternalMetric: the value of each series of `metric` the selector picks."""
-        got = await self._get(EXTERNAL, f"/namespaces/{namespace}/{metric}", {"labelSelector": selector},
+        got = await self._get(self.external_api, EXTERNAL, f"/namespaces/{namespace}/{metric}", {"labelSelector": selector},
                               f"{metric}.external.metrics.k8s.io", "external")
         items = got.get("items") or []
         if not items:
