@@ -2,9 +2,13 @@
 recreates the built-in driver's CSIDriver with `attachRequired: true`; a claim of its class is
 provisioned for a pod, which runs only once the attach/detach controller's VolumeAttachment is
 attached (`kubectl get volumeattachments` in its columns, the Node's volumesAttached, the pod's
-SuccessfulAttachVolume); after the pod goes the attachment does too."""
+SuccessfulAttachVolume); after the pod goes the attachment does too. Then a driver's volume count
+on the nodes' CSINodes (as its node plugin would register it) keeps a third pod Pending, in the
+scheduler's words, until a pod holding one of its volumes goes."""
 
 from __future__ import annotations
+
+import json
 
 from tests.e2e.conftest import wait_for
 
@@ -71,3 +75,79 @@ def test_a_volume_is_attached_for_its_pod_and_detached_after_it(cluster):
         cluster.kubectl("delete", "pvc", "disk", "--ignore-not-found")
         cluster.kubectl("delete", "csidriver", DRIVER)
         cluster.kubectl("apply", "-f", "-", input=MANIFESTS.split("---")[0].replace("true", "false"))
+
+
+EBS = "ebs.csi.aws.com"
+
+
+def _ebs(i: int) -> str:
+    return f"""
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: ebs-{i}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  claimRef: {{namespace: default, name: ebs-{i}}}
+  csi: {{driver: {EBS}, volumeHandle: vol-{i}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: ebs-{i}}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: ebs-{i}
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: ebs-{i}}}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers: [{{name: main, image: busybox}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: ebs-{i}}}}}]
+"""
+
+
+def _drivers(cluster, node: str, drivers: list) -> None:
+    cluster.kubectl("patch", "csinode", node, "--type", "merge", "-p",
+                    json.dumps({"spec": {"drivers": drivers}}))
+
+
+def test_a_drivers_volume_count_on_the_nodes_keeps_a_third_pod_pending(cluster):
+    nodes = ("gpu-0", "gpu-1")
+    cluster.kubectl("apply", "-f", "-", input=f"""
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {{name: {EBS}}}
+spec: {{attachRequired: false}}
+""")
+    for n in nodes:
+        _drivers(cluster, n, [{"name": EBS, "nodeID": f"i-{n}", "allocatable": {"count": 1}}])
+    try:
+        cluster.kubectl("apply", "-f", "-", input="---".join(_ebs(i) for i in (1, 2)))
+        placed = wait_for(lambda: (p := [cluster.kubectl_json("get", "pod", f"ebs-{i}")["spec"].get("nodeName")
+                                         for i in (1, 2)]) and all(p) and p, 60, "two pods placed")
+        assert sorted(placed) == list(nodes)
+        cluster.kubectl("apply", "-f", "-", input=_ebs(3))
+
+        def refused():
+            out = cluster.kubectl("get", "events", "--field-selector", "involvedObject.name=ebs-3,reason=FailedScheduling",
+                                  "-o", "jsonpath={.items[*].message}").stdout
+            return out or None
+        assert wait_for(refused, 60, "the third pod refused") == (
+            "0/2 nodes are available: 2 node(s) exceed max volume count. preemption: 0/2 nodes are available: "
+            "2 No preemption victims found for incoming pod.")
+        cluster.kubectl("delete", "pod", "ebs-1")
+        assert wait_for(lambda: cluster.kubectl_json("get", "pod", "ebs-3")["spec"].get("nodeName"), 60,
+                        "the third pod placed") == placed[0]
+    finally:
+        for i in (1, 2, 3):
+            cluster.kubectl("delete", "pod", f"ebs-{i}", "--ignore-not-found")
+            cluster.kubectl("delete", "pvc", f"ebs-{i}", "--ignore-not-found")
+            cluster.kubectl("delete", "pv", f"ebs-{i}", "--ignore-not-found")
+        for n in nodes:
+            _drivers(cluster, n, [])
+        cluster.kubectl("delete", "csidriver", EBS)

@@ -18,6 +18,7 @@ from .node_ports import NodePorts
 from .node_resources_balanced_allocation import NodeResourcesBalancedAllocation
 from .node_resources_fit import NodeResourcesFit
 from .node_unschedulable import NodeUnschedulable
+from .node_volume_limits import NodeVolumeLimits
 from .pod_topology_spread import PodTopologySpread
 from .priority_sort import PrioritySort
 from .scheduling_gates import SchedulingGates
@@ -28,13 +29,13 @@ from .volume_zone import VolumeZone
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                VolumeRestrictions, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, ImageLocality, DefaultBinder,
+                                VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, ImageLocality, DefaultBinder,
                                 GPUFragmentationGradient, GPUBestFit, GPUDotProduct, GPUPacking, RandomScore)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                   "VolumeRestrictions", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "ImageLocality", "DefaultBinder"]
+                   "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "ImageLocality", "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                    "NodeResourcesBalancedAllocation": 1, "PodTopologySpread": 2, "InterPodAffinity": 2,
                    "ImageLocality": 1}
