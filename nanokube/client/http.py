@@ -220,7 +220,9 @@ class HTTPClient:
             await self.session.close()
 
     async def request(self, method: str, path: str, body: Any = None, params: dict | None = None,
-                      content_type: str = JSON) -> Any:
+                      content_type: str = JSON, answer: bool = True) -> Any:
+        """The server's answer decoded; with `answer` False, None: the caller drops it (an error
+        is decoded and raised all the same)."""
         data = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
         headers = await self._headers({"Content-Type": content_type} if data is not None else None)
         async with self._pool.session.request(method, self.creds.server + path, data=data, params=params,
@@ -228,7 +230,7 @@ class HTTPClient:
             raw = await resp.read()
             if resp.status >= 400:
                 raise _error(resp.status, raw)
-            return orjson.loads(raw) if raw else None
+            return orjson.loads(raw) if raw and answer else None
 
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
         """A GET of `path` (client-go's AbsPath: the metrics APIs, an aggregated APIService's paths): its
@@ -315,10 +317,11 @@ class HTTPResourceClient:
             raise _error(resp.status, raw)
         return _events(resp)
 
-    async def create(self, obj: dict, namespace: str | None = None, response: bool = True) -> dict:
-        """`response`: as the in-process client's (LocalClient); the server answers over HTTP anyway."""
+    async def create(self, obj: dict, namespace: str | None = None, response: bool = True) -> dict | None:
+        """`response` False: the caller drops the created object (an Event recorder), so None, as the
+        in-process client's (LocalClient); the server answers over HTTP anyway, left undecoded."""
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
-        return await self.c.request("POST", self._path(ns), obj, self._manager())
+        return await self.c.request("POST", self._path(ns), obj, self._manager(), answer=response)
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         md = obj["metadata"]

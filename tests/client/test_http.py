@@ -65,6 +65,24 @@ async def test_crud_and_upstream_errors(client):
     assert e.value.code == 404
 
 
+async def test_writes_name_their_field_manager_and_a_dropped_answer_is_none(client):
+    """The field manager (and `force`) travel in the write's path as its query; a create whose
+    caller drops the answer (`response=False`, an Event recorder's) gets None, as in-process."""
+    cms = client.resource("", "v1", "configmaps")
+    assert await cms.create(cm("b", x="1"), response=False) is None
+    managers = {"tester"}
+    assert {f["manager"] for f in (await cms.get("b", "default"))["metadata"]["managedFields"]} == managers
+    patched = await cms.patch("b", {"data": {"y": "2"}}, namespace="default", field_manager="other manager/1")
+    managers.add("other manager/1")
+    assert {f["manager"] for f in patched["metadata"]["managedFields"]} == managers
+    applied = await cms.patch("b", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"},
+                                    "data": {"x": "9"}}, "application/apply-patch+yaml", namespace="default",
+                              field_manager="applier", force=True)
+    assert applied["data"]["x"] == "9", "force took the field from its manager"
+    updated = await cms.update({**applied, "data": {"z": "3"}})
+    assert updated["data"] == {"z": "3"}
+
+
 async def test_discovery_and_cluster_scoped_resources(client):
     assert client.index.by_kind("apps", "Deployment").plural == "deployments"
     pods = client.index.get("", "v1", "pods")
