@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -321,20 +322,19 @@ class HTTPResourceClient:
         """`response` False: the caller drops the created object (an Event recorder), so None, as the
         in-process client's (LocalClient); the server answers over HTTP anyway, left undecoded."""
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
-        return await self.c.request("POST", self._path(ns), obj, self._manager(), answer=response)
+        return await self.c.request("POST", self._path(ns) + self._manager(), obj, answer=response)
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         md = obj["metadata"]
-        return await self.c.request("PUT", self._path(md.get("namespace"), md["name"], subresource), obj,
-                                    self._manager())
+        return await self.c.request("PUT", self._path(md.get("namespace"), md["name"], subresource) + self._manager(),
+                                    obj)
 
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "",
                     force: bool = False) -> dict:
-        params = self._manager(field_manager)
-        if force:
-            params["force"] = "true"
-        return await self.c.request("PATCH", self._path(namespace, name, subresource), patch, params, patch_type)
+        query = self._manager(field_manager) + ("&force=true" if force else "")
+        return await self.c.request("PATCH", self._path(namespace, name, subresource) + query, patch,
+                                    content_type=patch_type)
 
     async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
@@ -352,16 +352,23 @@ class HTTPResourceClient:
         return await self.c.request("GET", self._path(namespace, name, "scale"))
 
     async def update_scale(self, name: str, replicas: int, namespace: str | None = None) -> dict:
-        return await self.c.request("PATCH", self._path(namespace, name, "scale"), {"spec": {"replicas": replicas}},
-                                    self._manager(), "application/merge-patch+json")
+        return await self.c.request("PATCH", self._path(namespace, name, "scale") + self._manager(),
+                                    {"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")
 
     async def create_subresource(self, name: str, subresource: str, body: dict,
                                  namespace: str | None = None) -> dict:
         """POST to a subresource (pods/binding, pods/eviction, serviceaccounts/token)."""
         return await self.c.request("POST", self._path(namespace, name, subresource), body)
 
-    def _manager(self, override: str = "") -> dict:
-        return {"fieldManager": override or self.c.field_manager}
+    def _manager(self, override: str = "") -> str:
+        """The write's query naming its field manager, in the path: aiohttp's `params` cost each
+        write a yarl query merge (~5 us), the string once per manager (`_manager_query`)."""
+        return _manager_query(override or self.c.field_manager)
+
+
+@functools.lru_cache(maxsize=64)
+def _manager_query(manager: str) -> str:
+    return f"?fieldManager={quote(manager, safe='')}"
 
 
 def _delete_options(policy: str | None, grace: int | None, preconditions: dict | None) -> dict:
