@@ -180,6 +180,7 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
+        self.handlers.on_built_in_change = self._forget_openapi
         self.handlers.min_request_timeout = min_request_timeout
         #: every request's but the long-running ones' (WithRequestDeadline)
         self.deadlines = timeout.Deadlines(clock)
@@ -743,12 +744,16 @@ class APIServer:
 
         self.handlers.forget_discovery()
         openapi.forget_documents()
+        self._forget_openapi()
+
+    def _forget_openapi(self) -> None:
+        """The documents' resources changed (a CRD's, the metrics groups the built-in adapter serves)."""
         self._openapi = {}  # (not cleared: a document still being made for the old resources lands in the old one)
 
     def _openapi_resources(self) -> list[Resource]:
         """What the OpenAPI documents describe: the served resources and the metrics APIs' kinds
         answered in-process, whose documents kube-aggregator would merge from metrics-server and an adapter."""
-        return [*self.index.resources, *_METRICS_RESOURCES]
+        return [*self.index.resources, *(r for r in _METRICS_RESOURCES if self.handlers.built_in(r.group, r.versions[0]))]
 
     def _openapi_bytes(self, key: str, build, cache: dict | None = None) -> Any:
         """The document `key`, made by `build` once per set of resources: kept in `cache`, the

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -401,6 +401,9 @@ class APIHandlers:
         #: (metrics APIs) and no remote APIService, listed in /apis like aggregated API services
         self.extra_groups: list[tuple[dict, dict]] = []
         self._metrics_api: MetricsAPI | None = None
+        #: called when the metrics group/versions the built-in adapter serves change (their OpenAPI goes or comes)
+        self.on_built_in_change: Callable[[], None] = lambda: None
+        self._built_in = list(METRICS_GROUPS.items())
         rest.raw_get = self.get_raw
         #: the aggregator (apiserver/aggregator): proxies the group/versions of remote APIServices
         self.aggregator = None
@@ -470,11 +473,22 @@ class APIHandlers:
             return await self.metrics_api.get(path, query)
         raise errors.route_not_found()
 
+    def built_in(self, group: str, version: str) -> bool:
+        """Whether the built-in metrics adapter serves `group`/`version`: one of its own that no remote
+        APIService takes and whose APIService was not deleted."""
+        withdrawn = self._metrics_api.withdrawn if self._metrics_api is not None else ()
+        return METRICS_GROUPS.get(group) == version and group not in withdrawn and \
+            not (self.aggregator is not None and self.aggregator.serves(group, version))
+
     def set_aggregated(self, aggregator) -> None:
-        """The remote APIServices changed: rebuild their discovery, in which a remote APIService's
-        group replaces the built-in adapter's."""
+        """The APIServices changed: rebuild their discovery, in which a remote APIService's group replaces
+        the built-in adapter's, and a group whose APIService is deleted is served by none."""
+        self.metrics_api.withdrawn = frozenset(g for g, v in METRICS_GROUPS.items() if (g, v) in aggregator.withdrawn)
         self.aggregated_groups = aggregator.discovery_groups()
         self.extra_groups = [(g, rl) for g, rl in self.metrics_api.discovery() if not aggregator.serves(g["name"], None)]
+        if (built_in := [gv for gv in METRICS_GROUPS.items() if self.built_in(*gv)]) != self._built_in:
+            self._built_in = built_in
+            self.on_built_in_change()
         self._discovery_cache.pop("agg", None)
         self._discovery_cache.pop("apis", None)
 

@@ -1,8 +1,8 @@
 """The metrics groups and the aggregator: the built-in adapter serves external.metrics.k8s.io behind its
 local APIService until an APIService with a `service` (KEDA's manifest applied over it) takes the
 group/version to an adapter process; the aggregator proxies it there, over HTTPS and for the loopback
-client's and an HTTPClient's GET alike, answers 503 once the adapter is gone, and deleting the APIService gives the group
-back to the built-in adapter."""
+client's and an HTTPClient's GET alike, answers 503 once the adapter is gone; deleting the APIService leaves the group
+served by none (upstream has no built-in adapter), until a local APIService for it gives it back to the built-in one."""
 
 from __future__ import annotations
 
@@ -92,6 +92,7 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
             # the adapter publishes no OpenAPI: the group/version leaves the index, the built-in ones stay
             assert {"apis/custom.metrics.k8s.io/v1beta2", "apis/apps/v1"} <= set(await _openapi_index(api))
             assert "apis/external.metrics.k8s.io/v1beta1" not in await _openapi_index(api)
+            assert _external_paths(await api.ok("GET", "/openapi/v2")) == []  # nor its paths in the aggregated v2
 
             adapter.stop()
             code, _ = await api.call("GET", QUEUE)
@@ -111,9 +112,32 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
             await http.close()
 
         await api.ok("DELETE", APISERVICE)
+        await api.until(lambda: _is(api.call("GET", QUEUE), (404, NOT_FOUND)), "the group served by none")
+        with pytest.raises(APIError) as e:
+            await loopback.get_raw(QUEUE)
+        assert (e.value.code, e.value.details) == (404, {})
+        assert "external.metrics.k8s.io" not in [g["name"] for g in (await api.ok("GET", "/apis"))["groups"]]
+        assert "apis/external.metrics.k8s.io/v1beta1" not in await _openapi_index(api)
+        assert _external_paths(await api.ok("GET", "/openapi/v2")) == []
+        assert "apis/custom.metrics.k8s.io/v1beta2" in await _openapi_index(api)
+
+        # the local APIService again (as autoregister makes it on start): the built-in adapter's once more
+        await api.ok("POST", "/apis/apiregistration.k8s.io/v1/apiservices", {"metadata": {"name": NAME}, "spec": {
+            "group": "external.metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100,
+            "versionPriority": 100}})
         await api.until(lambda: _answered_by_built_in(api), "the built-in adapter's answer again")
         assert value(await loopback.get_raw(QUEUE)) == "5"
         assert "apis/external.metrics.k8s.io/v1beta1" in await _openapi_index(api)
+        assert _external_paths(await api.ok("GET", "/openapi/v2")) != []
+
+
+NOT_FOUND = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": "the server could not find the requested resource", "reason": "NotFound",
+                          "details": {}, "code": 404}) + b"\n"
+
+
+def _external_paths(doc: dict) -> list[str]:
+    return [p for p in doc["paths"] if p.startswith("/apis/external.metrics.k8s.io/")]
 
 
 async def _is(got, want) -> bool:

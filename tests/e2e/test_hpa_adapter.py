@@ -120,7 +120,15 @@ def test_an_external_metric_from_an_adapter_scales_from_zero_and_its_loss_is_fai
     assert cause in {e["message"] for e in events if e["reason"] == "FailedGetExternalMetric"}
     assert replicas(c, "queue") == 3  # kept while the metric cannot be read
 
-    c.kubectl("delete", "apiservice", "v1beta1.external.metrics.k8s.io")  # back to the built-in adapter's 30
+    # its APIService deleted, nothing serves the group (upstream has no built-in adapter): a 404
+    c.kubectl("delete", "apiservice", "v1beta1.external.metrics.k8s.io")
+    gone = ("unable to get external metric default/queue_length/nil: unable to fetch metrics from external metrics "
+            "API: the server could not find the requested resource")
+    wait_for(lambda: (s := condition(c, "queue", "ScalingActive")) and gone in s[2], 30, "the metric not found")
+    # the built-in adapter's local APIService again (as `up` makes it on start): its 30
+    local = apiservice("external.metrics.k8s.io", "v1beta1")
+    del local["spec"]["service"], local["spec"]["insecureSkipTLSVerify"]
+    c.kubectl("apply", "-f", "-", input=json.dumps(local))
     wait_for(lambda: replicas(c, "queue") == 6, 60, "scaled on the built-in adapter's value again")
 
 

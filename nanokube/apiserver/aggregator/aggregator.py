@@ -52,6 +52,8 @@ class Aggregator(Controller):
         self.on_discovery_change = on_discovery_change
         #: (group, version) -> remote APIService
         self.remote: dict[tuple[str, str], dict] = {}
+        #: the group/versions whose APIService was deleted (none serves them until one is made again)
+        self.withdrawn: set[tuple[str, str]] = set()
         #: (group, version) -> the APIResourceList the last successful probe returned
         self.resources: dict[tuple[str, str], dict] = {}
         #: (group, version) -> its entry in the extension server's own /openapi/v3 index
@@ -100,6 +102,7 @@ class Aggregator(Controller):
     def _observe(self, obj: dict) -> None:
         spec = _spec(obj)
         gv = (spec.get("group", ""), spec.get("version", ""))
+        self.withdrawn.discard(gv)
         if spec.get("service"):
             self.remote[gv] = obj
         elif self.remote.pop(gv, None) is not None:
@@ -112,6 +115,7 @@ class Aggregator(Controller):
         self._tls.pop(obj["metadata"]["name"], None)
         spec = _spec(obj)
         gv = (spec.get("group", ""), spec.get("version", ""))
+        self.withdrawn.add(gv)
         if self.remote.get(gv, {}).get("metadata", {}).get("name") == obj["metadata"]["name"]:
             del self.remote[gv]
             self.resources.pop(gv, None)
