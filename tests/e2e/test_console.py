@@ -1,9 +1,12 @@
 """The web console in headless Chromium against a real `nanokube up`, driven over the DevTools
 protocol as a user would use it: sign in with a token from `kubectl create token` (after applying
 examples/console/viewer.yaml, as the README says), see the nodes and a pending pod with the
-scheduler's reason, and see the pod become Running, without a reload, once a node takes it; then
-a watch told 410 Gone makes the page relist, as an informer does; no script error or failed load
-on the way; and a token the server stops taking signs the page out. Skipped where no Chromium is
+scheduler's reason, and see the pod become Running, without a reload, once a node takes it; open a
+Deployment from its ready count to its pods (through its ReplicaSet), a pod's logs as they are
+written (the stream closed when the view is left), a link to a pod's detail (its conditions and its
+events) and, once RBAC takes pods/log away, upstream's 403 in the log view; then a watch told 410
+Gone makes the page relist, as an informer does; no script error or failed load on the way but that
+403; and a token the server stops taking signs the page out. Skipped where no Chromium is
 installed."""
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ kind: Pod
 metadata: {name: trainer, namespace: default}
 spec:
   containers: [{name: main, image: pytorch/pytorch, resources: {requests: {cpu: "2", memory: 4Gi}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: server, image: nginx, command: [sh, -c, "echo serving on 8080; sleep 3600"]}]
 """
 
 
@@ -48,6 +61,9 @@ class Page:
         self.errors: list[str] = []
         #: the URLs of the requests `Fetch.enable` paused, and what answers each: (a Fetch method, its params)
         self.paused: list[str] = []
+        #: the URL of each request sent (Network domain), and those the page canceled
+        self.sent: dict[str, str] = {}
+        self.canceled: list[str] = []
         self.on_request = lambda params: ("Fetch.continueRequest", {"requestId": params["requestId"]})
         self._ids = itertools.count(1)
         self.ws = None
@@ -62,7 +78,7 @@ class Page:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
                 target = next(t for t in json.load(r) if t["type"] == "page")
             self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=10)
-            for domain in ("Runtime", "Log", "Page"):
+            for domain in ("Runtime", "Log", "Page", "Network"):
                 self.call(f"{domain}.enable")
         except BaseException:  # no `with` holds it yet: the browser and its profile go here
             self.proc.kill()
@@ -88,12 +104,16 @@ class Page:
         if msg.get("method") == "Fetch.requestPaused":
             self.paused.append(params["request"]["url"])
             self._send(*self.on_request(params))
+        elif msg.get("method") == "Network.requestWillBeSent":
+            self.sent[params["requestId"]] = params["request"]["url"]
+        elif msg.get("method") == "Network.loadingFailed" and params.get("canceled"):
+            self.canceled.append(self.sent.get(params["requestId"], ""))
         elif msg.get("method") == "Runtime.exceptionThrown":
             self.errors.append(json.dumps(params["exceptionDetails"])[:500])
         elif msg.get("method") == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
             self.errors.append(json.dumps(params["args"])[:500])
         elif msg.get("method") == "Log.entryAdded" and params["entry"]["level"] == "error":
-            self.errors.append(params["entry"]["text"])
+            self.errors.append(f'{params["entry"]["text"]} {params["entry"].get("url", "")}')
 
     def eval(self, expression: str):
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
@@ -146,6 +166,23 @@ ROW = """(() => {{ const r = document.querySelector('tr[data-{kind}="{key}"]');
   return r && {{phase: r.dataset.phase || '', text: r.innerText}}; }})()"""
 
 
+CLICK = "document.querySelector(%s).click()"
+GO = "location.hash = %s"
+DETAIL = """(() => { const q = (s) => [...document.querySelectorAll('#detail-body ' + s)];
+  const text = (id) => (document.getElementById(id) || {}).textContent || '';
+  return {hash: location.hash, title: text('detail-title'), error: text('detail-error'), yaml: text('yaml'), log: text('log'),
+          facts: Object.fromEntries(q('dd').map((d) => [d.dataset.fact, d.textContent])),
+          pods: q('tr[data-pod]').map((r) => r.dataset.pod), conditions: q('tr[data-condition]').map((r) => r.dataset.condition),
+          events: q('tr[data-reason]').map((r) => r.dataset.reason)}; })()"""
+FORBIDDEN = ('403: pods "trainer" is forbidden: User "system:serviceaccount:kube-system:console" cannot get resource '
+             '"pods/log" in API group "" in the namespace "default"')
+
+
+def _detail(page: Page, what: str, ready) -> dict:
+    """The detail view once `ready(view)` holds."""
+    return wait_for(lambda: (d := page.eval(DETAIL)) and ready(d) and d, 30, what)
+
+
 INFORMERS = """JSON.stringify(Object.fromEntries(Object.entries(informers).map(
   ([name, i]) => [name, {error: i.error, resourceVersion: i.resourceVersion, items: i.items.size}])))"""
 
@@ -188,6 +225,42 @@ def test_sign_in_and_watch_a_pending_pod_start():
             running = wait_for(lambda: (r := page.eval(ROW.format(kind="pod", key="default/trainer")))
                                and r["phase"] == "Running" and r, 30, "pod Running")
             assert "gpu-1" in running["text"], running
+
+            # a Deployment's row (its ready count, listed every 15 s) links to its detail: its pods found through
+            # its ReplicaSet, each with a link to its logs, which follow what the container writes
+            wait_for(lambda: cluster.kubectl_json("get", "deployment", "web")["status"].get("readyReplicas") == 1, 30,
+                     "web ready")
+            row = page.eval(ROW.format(kind="workload", key="deployments/default/web"))
+            assert re.match(r"Deployment\tdefault\tweb\t[01]/1\t", row["text"]), row
+            page.eval(CLICK % json.dumps('tr[data-workload="deployments/default/web"] a'))
+            web = _detail(page, "the Deployment's pods", lambda d: d["pods"] and "kind: Deployment" in d["yaml"])
+            assert (web["hash"], web["title"], web["facts"]["Ready"]) == (
+                "#/object/apps/v1/deployments/default/web", "Deployment default/web", "1/1"), web
+            assert "Available" in web["conditions"] and "ScalingReplicaSet" in web["events"], web
+            (web_pod,) = web["pods"]
+            page.eval(CLICK % json.dumps(f'#detail-body tr[data-pod="{web_pod}"] a[href^="#/logs/"]'))
+            log = _detail(page, "the pod's log", lambda d: "serving on 8080" in d["log"])
+            assert log["hash"] == "#/logs/" + web_pod, log
+            # a shared link opens a pod's detail: the scheduler's condition and events found by the pod's uid;
+            # leaving the log view ended its stream
+            page.eval(GO % json.dumps("#/object/core/v1/pods/default/trainer"))
+            trainer = _detail(page, "the pod's events", lambda d: {"FailedScheduling", "Scheduled"} <= set(d["events"]))
+            assert trainer["facts"]["Node"] == "gpu-1" and "PodScheduled" in trainer["conditions"], trainer
+            assert [url for url in page.canceled if "/log?" in url and "follow=true" in url], page.canceled
+
+            # with pods/log taken from the viewer's role, the log view says what upstream says
+            cluster.kubectl("patch", "clusterrole", "console-viewer", "--type=json",
+                            "-p", '[{"op": "remove", "path": "/rules/1"}]')
+            wait_for(lambda: cluster.kubectl("auth", "can-i", "get", "pods", "--subresource=log", "--as",
+                                             "system:serviceaccount:kube-system:console", check=False).stdout.strip() == "no",
+                     30, "pods/log forbidden")
+            page.eval(GO % json.dumps("#/logs/default/trainer"))
+            assert _detail(page, "the 403", lambda d: d["error"])["error"] == FORBIDDEN
+            page.eval("1")  # (reads what the page logged meanwhile: the browser logs the 403 as a failed load)
+            assert [e for e in page.errors if "/pods/trainer/log" in e and "403" in e], page.errors
+            page.errors = [e for e in page.errors if "/pods/trainer/log" not in e]
+            page.eval(GO % json.dumps("#pods"))
+            wait_for(lambda: page.eval(ROW.format(kind="pod", key="default/trainer")), 30, "the overview again")
 
             # the informer's relist: picking a namespace lists and watches its pods anew, and that watch is told
             # 410 Gone in its stream (its resourceVersion compacted away), as kube-apiserver tells it; the page

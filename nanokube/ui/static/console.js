@@ -54,6 +54,7 @@ class Informer {
 
   start() {
     this.stop();
+    this.running = true;
     this.items = new Map();
     this.error = "";
     this.abort = new AbortController();
@@ -61,6 +62,7 @@ class Informer {
   }
 
   stop() {
+    this.running = false;
     if (this.abort) this.abort.abort();
   }
 
@@ -158,6 +160,10 @@ const informers = {
   resourceslices: new Informer("resource.k8s.io", "v1", "resourceslices", {namespaced: false, watch: false}),
   workloads: new Informer("scheduling.k8s.io", "v1beta1", "workloads", {watch: false}),
   namespaces: new Informer("", "v1", "namespaces", {namespaced: false, watch: false}),
+  deployments: new Informer("apps", "v1", "deployments", {watch: false}),
+  statefulsets: new Informer("apps", "v1", "statefulsets", {watch: false}),
+  daemonsets: new Informer("apps", "v1", "daemonsets", {watch: false}),
+  jobs: new Informer("batch", "v1", "jobs", {watch: false}),
 };
 
 // --- quantities and requests ---------------------------------------------------------------------
@@ -225,6 +231,28 @@ function usage(used, total, format) {
 }
 
 const items = (name) => [...informers[name].items.values()];
+const enc = encodeURIComponent;
+const condition = (o, type) => (o.status?.conditions || []).find((c) => c.type === type);
+
+// Each view has a URL fragment, so a link to it can be shared: #/object/GROUP/VERSION/PLURAL/NAMESPACE/NAME
+// ("core" for the core group, "_" for the namespace of a cluster-scoped object) and #/logs/NAMESPACE/POD/CONTAINER.
+function objectHash(apiVersion, plural, namespace, name) {
+  const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["core", apiVersion];
+  return "#/" + ["object", group, version, plural, namespace || "_", name].map(enc).join("/");
+}
+
+function logsHash(namespace, pod, container = "", options = {}) {
+  const query = new URLSearchParams(Object.entries(options).filter(([, on]) => on !== undefined).map(([k, on]) => [k, String(on)]));
+  const path = ["logs", namespace, pod, ...(container ? [container] : [])];
+  return "#/" + path.map(enc).join("/") + (query.size ? `?${query}` : "");
+}
+
+const link = (hash, text) => el("a", {href: hash}, text);
+// A reference (an owner, an event's object) names a kind, the URL needs its resource: the usual plural suffices here.
+const pluralOf = (kind) => kind.toLowerCase().replace(/(s|x|ch|sh)$/, "$1e").replace(/([^aeiou])y$/, "$1ie") + "s";
+const refLink = (ref, namespace) => link(objectHash(ref.apiVersion || "v1", pluralOf(ref.kind), namespace, ref.name),
+                                         `${ref.kind}/${ref.name}`);
+const podLink = (pod) => link(objectHash("v1", "pods", pod.metadata.namespace, pod.metadata.name), pod.metadata.name);
 
 // The row that says how many a table left out, if it left any.
 const more = (count, columns) => (count > MAX_ROWS
@@ -268,7 +296,8 @@ function drawNodes() {
     const dra = Object.entries(devices[name] || {});
     for (const [, [inUse, all]] of dra.filter(([driver]) => driver.includes("gpu"))) [gpusUsed, gpus] = [gpusUsed + inUse, gpus + all];
     return el("tr", {"data-node": name, "data-ready": String(ready)},
-      el("td", {}, name), el("td", {class: ready && !node.spec.unschedulable ? "ok" : "warn"}, status),
+      el("td", {}, link(objectHash("v1", "nodes", "", name), name)),
+      el("td", {class: ready && !node.spec.unschedulable ? "ok" : "warn"}, status),
       el("td", {}, usage(used.cpu || 0, quantity(alloc.cpu), cores)),
       el("td", {}, usage(used.memory || 0, quantity(alloc.memory), gib)),
       el("td", {}, usage(gpusUsed, gpus, String)),
@@ -307,12 +336,13 @@ function drawPods() {
     const phase = pod.metadata.deletionTimestamp ? "Terminating" : pod.status?.phase || "Pending";
     const restarts = (pod.status?.containerStatuses || []).reduce((n, s) => n + (s.restartCount || 0), 0);
     return el("tr", {"data-pod": keyOf(pod), "data-phase": phase},
-      el("td", {}, pod.metadata.namespace), el("td", {}, pod.metadata.name),
+      el("td", {}, pod.metadata.namespace), el("td", {}, podLink(pod)),
       el("td", {class: `phase-${phase}`}, phase), el("td", {}, pod.spec.nodeName || ""), el("td", {}, restarts),
       el("td", {class: "reason"}, phase === "Running" ? "" : podReason(pod, failedScheduling)),
-      el("td", {}, age(pod.metadata.creationTimestamp)));
+      el("td", {}, age(pod.metadata.creationTimestamp)),
+      el("td", {}, link(logsHash(pod.metadata.namespace, pod.metadata.name), "logs")));
   });
-  $("pod-rows").replaceChildren(...rows, ...more(pods.length, 7));
+  $("pod-rows").replaceChildren(...rows, ...more(pods.length, 8));
 }
 
 function drawGroups() {
@@ -334,7 +364,9 @@ function drawGroups() {
     const workload = ref ? `${ref.workloadName} / ${ref.templateName}` : "standalone";
     const known = ref && informers.workloads.items.has(`${group.metadata.namespace}/${ref.workloadName}`);
     return el("tr", {"data-podgroup": keyOf(group), "data-gang": status},
-      el("td", {}, group.metadata.namespace), el("td", {}, group.metadata.name),
+      el("td", {}, group.metadata.namespace),
+      el("td", {}, link(objectHash("scheduling.k8s.io/v1beta1", "podgroups", group.metadata.namespace, group.metadata.name),
+                        group.metadata.name)),
       el("td", {}, workload + (ref && !known ? " (not found)" : "")),
       el("td", {}, gang ? `gang, min ${gang.minCount}` : "basic"), el("td", {}, pods.length),
       el("td", {}, scheduled), el("td", {}, pods.filter((p) => p.status?.phase === "Running").length),
@@ -350,16 +382,57 @@ function drawEvents() {
     const count = e.count || e.series?.count;
     return el("tr", {"data-reason": e.reason || ""},
       el("td", {}, age(new Date(eventTime(e)).toISOString())), el("td", {class: e.type === "Warning" ? "warn" : ""}, e.type),
-      el("td", {}, e.reason), el("td", {}, `${e.involvedObject?.kind}/${e.involvedObject?.name}`),
+      el("td", {}, e.reason), el("td", {}, e.involvedObject ? refLink(e.involvedObject, e.involvedObject.namespace) : ""),
       el("td", {}, e.message + (count > 1 ? ` (x${count})` : "")));
   });
   $("event-rows").replaceChildren(...rows);
+}
+
+// Each workload controller's ready pods against those it wants (a Job: against its parallelism while it
+// runs), what else its status counts, and the condition that says it is stuck, if one does.
+const WORKLOADS = {
+  deployments: ["Deployment", (o) => [o.status?.readyReplicas || 0, o.spec.replicas ?? 1],
+                (o) => `${o.status?.updatedReplicas || 0} up-to-date, ${o.status?.availableReplicas || 0} available`],
+  statefulsets: ["StatefulSet", (o) => [o.status?.readyReplicas || 0, o.spec.replicas ?? 1],
+                 (o) => `${o.status?.updatedReplicas || 0} up-to-date, ${o.status?.availableReplicas || 0} available`],
+  daemonsets: ["DaemonSet", (o) => [o.status?.numberReady || 0, o.status?.desiredNumberScheduled || 0],
+               (o) => `${o.status?.updatedNumberScheduled || 0} up-to-date, ${o.status?.numberAvailable || 0} available` +
+                      (o.status?.numberMisscheduled ? `, ${o.status.numberMisscheduled} misscheduled` : "")],
+  jobs: ["Job", (o) => [o.status?.ready || 0, jobFinished(o) || o.spec.suspend ? 0 : o.spec.parallelism ?? 1],
+         (o) => `${o.status?.succeeded || 0}/${o.spec.completions ?? "-"} succeeded` +
+                (o.status?.failed ? `, ${o.status.failed} failed` : "") + (o.spec.suspend ? ", suspended" : "")],
+};
+const jobFinished = (job) => ["Complete", "Failed"].find((type) => condition(job, type)?.status === "True");
+const STUCK = [["ReplicaFailure", "True"], ["Failed", "True"], ["Progressing", "False"], ["Available", "False"]];
+
+function workloadState(plural, o) {
+  const [, readiness, counts] = WORKLOADS[plural];
+  const [ready, desired] = readiness(o);
+  const stuck = STUCK.map(([type, status]) => condition(o, type)?.status === status && condition(o, type)).find(Boolean);
+  const finished = plural === "jobs" && jobFinished(o);
+  return {ready, desired, counts: counts(o), problem: stuck ? `${stuck.reason}: ${stuck.message || ""}` : finished || ""};
+}
+
+function drawWorkloads() {
+  const all = Object.keys(WORKLOADS).flatMap((plural) => items(plural).map((o) => [plural, o]))
+    .sort(([, a], [, b]) => keyOf(a).localeCompare(keyOf(b)));
+  const rows = all.slice(0, MAX_ROWS).map(([plural, o]) => {
+    const {ready, desired, counts, problem} = workloadState(plural, o);
+    const {namespace: ns, name} = o.metadata;
+    return el("tr", {"data-workload": `${plural}/${ns}/${name}`},
+      el("td", {}, WORKLOADS[plural][0]), el("td", {}, ns),
+      el("td", {}, link(objectHash(plural === "jobs" ? "batch/v1" : "apps/v1", plural, ns, name), name)),
+      el("td", {class: ready < desired ? "warn" : "ok"}, `${ready}/${desired}`), el("td", {}, counts),
+      el("td", {class: problem === "Complete" ? "ok" : "reason"}, problem), el("td", {}, age(o.metadata.creationTimestamp)));
+  });
+  $("workload-rows").replaceChildren(...rows, ...more(all.length, 7));
 }
 
 function draw() {
   drawTimer = null;
   drawNodes();
   drawPods();
+  drawWorkloads();
   drawGroups();
   drawEvents();
   $("namespaces").replaceChildren(...items("namespaces").map((n) => el("option", {value: n.metadata.name})));
@@ -372,11 +445,236 @@ function changed() {
   drawTimer ??= setTimeout(draw, 100);
 }
 
+// --- detail views: an object's conditions, pods, events and YAML; a pod's logs -------------------
+
+// The most lines a log view asks for (kubectl logs --tail) and the most characters it keeps as it follows.
+const LOG_TAIL = 1000;
+const LOG_KEEP = 1 << 20;
+// The resources whose detail view lists pods: a node's, a PodGroup's members and a workload's own.
+const WITH_PODS = new Set(["nodes", "podgroups", "deployments", "replicasets", "statefulsets", "daemonsets", "jobs",
+                           "jobsets", "leaderworkersets"]);
+// Where a workload's pods may hang below it: Deployment, ReplicaSet, Pod; JobSet, Job, Pod; LeaderWorkerSet,
+// StatefulSet, leader Pod, StatefulSet, Pod.
+const OWNERS = ["/apis/apps/v1/namespaces/NS/replicasets", "/apis/apps/v1/namespaces/NS/statefulsets",
+                "/apis/batch/v1/namespaces/NS/jobs"];
+let detail = null;
+
+async function list(path, signal) {
+  const query = new URLSearchParams({limit: String(MAX_ROWS)});
+  return (await (await request(`${path}${path.includes("?") ? "&" : "?"}${query}`, signal)).json()).items;
+}
+
+// A part of a view that may fail on its own (RBAC may allow the object but not its events): its items, or why not.
+const settled = (promise) => promise.then((items) => ({items}), (e) => {
+  if (e.status === 401 || e.name === "AbortError") throw e;
+  return {error: e.message};
+});
+
+async function podsOf(obj, plural, signal) {
+  const {name, namespace: ns, uid} = obj.metadata;
+  if (plural === "nodes") return list(`/api/v1/pods?fieldSelector=${enc(`spec.nodeName=${name}`)}`, signal);
+  const pods = await list(`/api/v1/namespaces/${enc(ns)}/pods`, signal);
+  if (plural === "podgroups") return pods.filter((p) => p.spec.schedulingGroup?.podGroupName === name);
+  const owners = await Promise.all(OWNERS.map((path) => list(path.replace("NS", enc(ns)), signal).catch(() => [])));
+  const candidates = [...owners.flat(), ...pods];
+  const owned = new Set([uid]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const o of candidates) {
+      if (!owned.has(o.metadata.uid) && (o.metadata.ownerReferences || []).some((r) => owned.has(r.uid))) {
+        owned.add(o.metadata.uid);
+        grew = true;
+      }
+    }
+  }
+  return pods.filter((p) => owned.has(p.metadata.uid));
+}
+
+function eventsOf(obj, signal) {
+  const ns = obj.metadata.namespace;
+  const selector = enc(`involvedObject.uid=${obj.metadata.uid}`);
+  return list(`/api/v1${ns ? `/namespaces/${enc(ns)}` : ""}/events?fieldSelector=${selector}`, signal);
+}
+
+// A JSON value as `kubectl get -o yaml` prints it: block style, strings quoted only where YAML would misread them.
+const block = (v) => v !== null && typeof v === "object" && Object.keys(v).length > 0;
+const plain = (s) => /^[\w./@][\w./@:()-]*( [\w./@:()-]+)*$/.test(s) && !/:( |$)/.test(s)
+  && !/^(true|false|yes|no|on|off|null|y|n)$/i.test(s) && (!/^[\d.]/.test(s) || /^\d+(\.\d+)?[a-zA-Z]+$/.test(s));
+
+function scalar(v) {
+  if (v !== null && typeof v === "object") return Array.isArray(v) ? "[]" : "{}";
+  return typeof v === "string" && !plain(v) ? JSON.stringify(v) : String(v);
+}
+
+function yamlLines(value, indent = "") {
+  if (Array.isArray(value)) {
+    return value.flatMap((v) => {
+      if (!block(v)) return [`${indent}- ${scalar(v)}`];
+      const [first, ...rest] = yamlLines(v, `${indent}  `);
+      return [`${indent}- ${first.trimStart()}`, ...rest];
+    });
+  }
+  return Object.entries(value).flatMap(([k, v]) => (block(v)
+    ? [`${indent}${scalar(k)}:`, ...yamlLines(v, Array.isArray(v) ? indent : `${indent}  `)]
+    : [`${indent}${scalar(k)}: ${scalar(v)}`]));
+}
+
+function table(headings, rows, attrs = {}) {
+  return el("table", attrs, el("thead", {}, el("tr", {}, ...headings.map((h) => el("th", {}, h)))),
+            el("tbody", {}, ...rows));
+}
+
+// One part of a detail view: its heading, then its table, or the error that kept it from being read.
+function part(title, result, draw) {
+  const body = result.error ? el("p", {class: "error"}, result.error)
+    : result.items.length ? draw(result.items) : el("p", {class: "note"}, "none");
+  return el("div", {class: "part", "data-part": title.toLowerCase()}, el("h3", {}, title), body);
+}
+
+function podRows(pods) {
+  return table(["Pod", "Phase", "Node", "Ready", "Restarts", "Reason", ""], pods.map((pod) => {
+    const statuses = pod.status?.containerStatuses || [];
+    const phase = pod.metadata.deletionTimestamp ? "Terminating" : pod.status?.phase || "Pending";
+    return el("tr", {"data-pod": keyOf(pod)}, el("td", {}, podLink(pod)), el("td", {class: `phase-${phase}`}, phase),
+      el("td", {}, pod.spec.nodeName || ""), el("td", {}, `${statuses.filter((s) => s.ready).length}/${pod.spec.containers.length}`),
+      el("td", {}, statuses.reduce((n, s) => n + (s.restartCount || 0), 0)),
+      el("td", {class: "reason"}, phase === "Running" ? "" : podReason(pod, new Map())),
+      el("td", {}, link(logsHash(pod.metadata.namespace, pod.metadata.name), "logs")));
+  }));
+}
+
+function summary(obj, plural) {
+  const facts = [["Created", `${age(obj.metadata.creationTimestamp)} ago`]];
+  for (const ref of obj.metadata.ownerReferences || []) facts.push([ref.controller ? "Controlled by" : "Owned by", refLink(ref, obj.metadata.namespace)]);
+  if (plural === "pods") {
+    facts.push(["Phase", obj.status?.phase || "Pending"], ["Node", obj.spec.nodeName || "(not scheduled)"]);
+    const reason = podReason(obj, new Map());
+    if (reason) facts.push(["Reason", reason]);
+    facts.push(["Logs", link(logsHash(obj.metadata.namespace, obj.metadata.name), "logs")]);
+  }
+  if (WORKLOADS[plural]) {
+    const {ready, desired, counts, problem} = workloadState(plural, obj);
+    facts.push(["Ready", `${ready}/${desired}`], ["Pods", counts]);
+    if (problem) facts.push(["Status", problem]);
+  }
+  return el("dl", {class: "facts"}, ...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {"data-fact": k}, v)]));
+}
+
+function drawObject(obj, plural, pods, events) {
+  const {namespace: ns, name} = obj.metadata;
+  $("detail-title").textContent = `${obj.kind} ${ns ? `${ns}/` : ""}${name}`;
+  const conditions = obj.status?.conditions || [];
+  const {managedFields, ...metadata} = obj.metadata;  // hidden, as kubectl get -o yaml hides them
+  $("detail-body").replaceChildren(summary(obj, plural),
+    conditions.length ? part("Conditions", {items: conditions}, (cs) => table(
+      ["Type", "Status", "Reason", "Message", "Last transition"], cs.map((c) => el("tr", {"data-condition": c.type},
+        el("td", {}, c.type), el("td", {class: c.status === "True" ? "ok" : "warn"}, c.status), el("td", {}, c.reason || ""),
+        el("td", {}, c.message || ""), el("td", {}, c.lastTransitionTime ? age(c.lastTransitionTime) : ""))))) : null,
+    pods && part("Pods", pods, podRows),
+    part("Events", events, (es) => table(["Last seen", "Type", "Reason", "From", "Message"],
+      es.sort((a, b) => eventTime(b) - eventTime(a)).map((e) => el("tr", {"data-reason": e.reason || ""},
+        el("td", {}, age(new Date(eventTime(e)).toISOString())), el("td", {class: e.type === "Warning" ? "warn" : ""}, e.type),
+        el("td", {}, e.reason), el("td", {}, e.reportingComponent || e.source?.component || ""),
+        el("td", {}, e.message + ((e.count || e.series?.count) > 1 ? ` (x${e.count || e.series.count})` : "")))))),
+    el("div", {class: "part"}, el("h3", {}, "YAML"),
+       el("pre", {class: "yaml", id: "yaml"}, yamlLines({...obj, metadata}).join("\n"))));
+}
+
+async function openObject([group, version, plural, ns, name], query, signal) {
+  const base = group === "core" ? `/api/${enc(version)}` : `/apis/${enc(group)}/${enc(version)}`;
+  const path = `${base}${ns === "_" ? "" : `/namespaces/${enc(ns)}`}/${enc(plural)}/${enc(name)}`;
+  while (!signal.aborted) {
+    const obj = await (await request(path, signal)).json();
+    const [pods, events] = await Promise.all([WITH_PODS.has(plural) ? settled(podsOf(obj, plural, signal)) : null,
+                                              settled(eventsOf(obj, signal))]);
+    if (signal.aborted) return;
+    drawObject(obj, plural, pods, events);
+    await sleep(POLL_MS, signal);
+  }
+}
+
+// A container's log as `kubectl logs` reads it (the default container first, its last LOG_TAIL lines), followed
+// until the view closes: leaving the view aborts the request, which ends the stream at the server.
+async function openLogs([ns, name, chosen], query, signal) {
+  const pod = await (await request(`/api/v1/namespaces/${enc(ns)}/pods/${enc(name)}`, signal)).json();
+  const names = ["initContainers", "containers", "ephemeralContainers"].flatMap((k) => (pod.spec[k] || []).map((c) => c.name));
+  const container = chosen || pod.metadata.annotations?.["kubectl.kubernetes.io/default-container"] || pod.spec.containers[0].name;
+  const options = {previous: query.get("previous") === "true", follow: query.get("follow") !== "false"};
+  const select = el("select", {id: "log-container"}, ...names.map((n) => el("option", {value: n}, n)));
+  select.value = container;
+  const box = (key, label) => {
+    const input = el("input", {type: "checkbox", id: `log-${key}`});
+    input.checked = options[key];
+    return el("label", {}, input, ` ${label}`);
+  };
+  const controls = el("form", {class: "controls"}, el("label", {}, "Container ", select), box("follow", "follow"),
+                      box("previous", "previous instance"), " ", link(objectHash("v1", "pods", ns, name), "pod details"));
+  controls.addEventListener("change", () => {
+    location.hash = logsHash(ns, name, select.value, {previous: $("log-previous").checked || undefined,
+                                                      follow: $("log-follow").checked ? undefined : false});
+  });
+  const log = el("pre", {class: "log", id: "log"});
+  const state = el("p", {class: "note", id: "log-state"}, "reading...");
+  $("detail-title").textContent = `Logs of ${ns}/${name}`;
+  $("detail-body").replaceChildren(controls, log, state);
+  const params = new URLSearchParams({container, tailLines: String(LOG_TAIL)});
+  if (options.follow) params.set("follow", "true");
+  if (options.previous) params.set("previous", "true");
+  const resp = await request(`/api/v1/namespaces/${enc(ns)}/pods/${enc(name)}/log?${params}`, signal);
+  state.textContent = options.follow ? "following" : "";
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let kept = 0;
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    const bottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.append(value);
+    kept += value.length;
+    if (kept > LOG_KEEP) {
+      log.textContent = log.textContent.slice(-LOG_KEEP / 2);
+      kept = log.textContent.length;
+    }
+    if (bottom) log.scrollTop = log.scrollHeight;
+  }
+  state.textContent = options.follow ? "the container's log ended" : "";
+}
+
+const VIEWS = {object: openObject, logs: openLogs};
+
+// Draws what the URL fragment names: a detail view, or (any other fragment) the overview's sections.
+function route() {
+  if (detail) detail.abort();
+  detail = null;
+  const [path, query] = location.hash.slice(1).split("?");
+  const parts = path.startsWith("/") ? path.slice(1).split("/").map(decodeURIComponent) : [];
+  const open = token && VIEWS[parts[0]];
+  $("detail").hidden = !open;
+  for (const e of document.querySelectorAll(".view, #namespace-filter")) e.hidden = !token || !!open;
+  if (!token) return;
+  if (!open) {
+    for (const informer of Object.values(informers)) if (!informer.running) informer.start();
+    return;
+  }
+  // a detail view needs none of the overview's watches: closing them leaves it the browser's connections
+  for (const informer of Object.values(informers)) informer.stop();
+  detail = new AbortController();
+  const signal = detail.signal;
+  $("detail-title").textContent = "";
+  $("detail-error").textContent = "";
+  $("detail-body").replaceChildren();
+  open(parts.slice(1), new URLSearchParams(query || ""), signal).catch((e) => {
+    if (signal.aborted) return;
+    if (e.status === 401) signOut("The server no longer accepts this token (401 Unauthorized).");
+    else $("detail-error").textContent = e.status ? `${e.status}: ${e.message}` : e.message;
+  });
+}
+
 // --- signing in and out --------------------------------------------------------------------------
 
 function show(signedIn) {
   $("login").hidden = signedIn;
-  for (const e of document.querySelectorAll(".view, nav, #sign-out, #namespace-filter")) e.hidden = !signedIn;
+  for (const e of document.querySelectorAll("nav, #sign-out")) e.hidden = !signedIn;
+  route();
 }
 
 async function signIn(candidate) {
@@ -389,7 +687,6 @@ async function signIn(candidate) {
   $("who").textContent = user.username;
   $("login-error").textContent = "";
   show(true);
-  for (const informer of Object.values(informers)) informer.start();
 }
 
 function signOut(message = "") {
@@ -408,9 +705,10 @@ $("login-form").addEventListener("submit", (e) => {
   $("token").value = "";
 });
 $("sign-out").addEventListener("click", () => signOut());
+window.addEventListener("hashchange", route);
 $("namespace").addEventListener("change", () => {
   namespace = $("namespace").value.trim();
-  for (const informer of Object.values(informers)) if (informer.namespaced) informer.start();
+  for (const informer of Object.values(informers)) if (informer.namespaced && informer.running) informer.start();
   changed();
 });
 
