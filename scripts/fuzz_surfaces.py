@@ -1,0 +1,1112 @@
+"""Seeded, time-bounded fuzzing of the surfaces fuzz59 probed by hand (session 41) and of every built-in
+kind's create, against `nanokube up` (a temporary data dir, `--port 0`, started and stopped here):
+
+- `shaped`: every resource discovery lists with `create` (seeded or not), bodies drawn from its kind's
+  OpenAPI v3 schema: the fuzz seed (tests/e2e/fuzz_seeds.py) with 1-3 subtrees replaced by drawn ones, or
+  a body drawn whole; strings from the schema's enum, values of the field's name (names, images, ports,
+  quantities, CIDRs, times) and odd ones; an accepted dry run is sent again as the server answered it
+  (the round trip, not for reviews: their answers hold no spec), which must be accepted;
+- `status`: each seeded kind with a status subresource created, its /status written with drawn statuses
+  (which the controllers then read: their tracebacks show in up's log);
+- `psa`: namespaces labelled for PodSecurity with odd levels and versions, pods and workload templates
+  with securityContext fields of every odd form (most valid, for PodSecurity to judge them); every
+  warning must be a 299;
+- `policies`: ValidatingAdmissionPolicies and MutatingAdmissionPolicies of CEL drawn from a small
+  grammar (odd types, macros, libraries, variables, params, messageExpressions), bound and then hit by a
+  ConfigMap create;
+- `crds`: CRDs of drawn schemas (x-kubernetes-* extensions, deep nesting, a huge enum, CEL rules near
+  their cost limit), each established and then written with drawn custom resources;
+- `dra`: ResourceSlices with odd shared counters, counter consumption and device taints,
+  DeviceTaintRules, ResourceClaims whose selectors, requests and allocation modes are malformed;
+- `workloads`: Workloads and PodGroups of drawn shape, with pods naming them;
+- `metrics`: external.metrics.k8s.io's APIService pointed at an adapter this script serves, which
+  answers each request as the fuzzer picks: garbage, a Status 500 or a raw one, a redirect, 418, 8 MB,
+  2 s late, a reset, another kind, HTML, no length; paths that climb out of the group;
+- `ui`: the console's paths (traversal, encodings, odd methods, huge headers);
+- `restart`: objects of the gated groups created under up's default gates, then up restarted on the same
+  data with every alpha gate off, then every beta one: each object read, written back and labelled;
+- `gates`: `up` started with each feature gate on and off (and --runtime-config keys off): it must start
+  or stop with one line and no traceback; once started, every listable resource is listed and a few
+  creates sent, none a 5xx.
+
+Oracle: no 5xx (a webhook's, an adapter's, and a mutating policy's patch of the kind, upstream's too,
+aside), an answer within --slow seconds, every 4xx a Status of its code, /readyz after a broken
+request, and no traceback in up's log. Broken requests are printed and written, one JSON line each, to
+--out; --show 403,422 prints the first answer of each shape of those codes. --minutes bounds each
+family (gates: all its starts together); the families run in the order given, on one `up`.
+
+    .venv/bin/python scripts/fuzz_surfaces.py --seed 60 --minutes 2 shaped status psa policies crds dra \
+        workloads metrics ui restart gates
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import http.client
+import json
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.e2e.conftest import start_cluster  # noqa: E402
+from tests.e2e.fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS  # noqa: E402
+from tests.e2e.test_hardening import Raw  # noqa: E402
+
+NS = "fuzz60"
+REF = "#/components/schemas/"
+ODD_STRINGS = ["", " ", "-1", "x" * 300, "é", "\x00", "0", "a/b", "::", "*", "..", "1Gi", "-1Gi", "NaN", "A", "1.5",
+               "2026-13-45T99:99:99Z", "[", "100%", "9" * 40, "0x10", "1e-999", "a=b", "${x}", "\u202e", "\ud7ff"]
+ODD_INTS = [-1, 0, 1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 2**53 + 1, 65536, 3]
+#: plausible strings by the field's name (matched in order against the lower-cased key)
+BY_NAME = [
+    ("image", ["busybox", "x", "", "a:b@sha256:0", "UPPER"]),
+    ("name", ["a", "x-1", "c", "default", "A_b", "a." * 40, ""]),
+    ("namespace", [NS, "default", "nope", ""]),
+    ("port", ["http", "80", "x-y", ""]),
+    ("cidr", ["10.0.0.0/8", "10.0.0.1/33", "::/0", "x"]),
+    ("ip", ["10.1.2.3", "::1", "256.0.0.1", "010.1.1.1"]),
+    ("time", ["2026-01-01T00:00:00Z", "2026-01-01", "x"]),
+    ("timestamp", ["2026-01-01T00:00:00Z", "x"]),
+    ("key", ["a", "example.com/a", "kubernetes.io/x", "-a", ""]),
+    ("operator", ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Equal", "bogus"]),
+    ("driver", ["gpu.example.com", "x", "-bad-", "a" * 70]),
+    ("path", ["/a", "a", "/", "../x", ""]),
+    ("expression", ["true", "device.driver == 'x'", "1 +", "object.spec", "self.size() < 5", "'a'.matches('[')"]),
+    ("quantity", ["1", "1Gi", "-1", "1.5", "x"]),
+    ("selector", ["a=b", "a in (", "!a"]),
+]
+QUANTITIES = ["1", "100m", "1Gi", "0", "-1", "1.5Ki", "1e3", "x", "9" * 30 + "Ei"]
+
+
+class Probe:
+    """Requests to one server, judged by the oracle; broken ones recorded."""
+
+    def __init__(self, kubeconfig: str, args, family: str):
+        self.raw = Raw(kubeconfig, timeout=args.slow + 30)
+        self.args, self.family = args, family
+        self.requests = self.broken = 0
+        self.slowest = (0.0, "")
+        self.codes: dict[int, int] = {}
+        self.seen: dict[str, int] = {}
+        self.shown: set = set()
+
+    def send(self, method: str, path: str, body=None, ctype="application/json", headers=None, expect=None,
+             cut: bool = False):
+        """One request, judged; `cut`: a body cut short is what the server must pass on (its backend's)."""
+        self.requests += 1
+        t0 = time.monotonic()
+        try:
+            code, hdrs, answer = self.raw.request(method, path, body, ctype=ctype, headers=headers)
+        except Exception as e:  # a dropped connection or no answer in time
+            if not (cut and isinstance(e, http.client.IncompleteRead)):
+                self.report(method, path, body, f"no answer: {e!r}")
+            return 0, {}, None
+        took = time.monotonic() - t0
+        self.codes[code] = self.codes.get(code, 0) + 1
+        if took > self.slowest[0]:
+            self.slowest = (took, f"{method} {path}")
+        if took > self.args.slow:
+            self.report(method, path, body, f"answered {code} after {took:.1f} s")
+        if code >= 500 and not _external(answer):
+            self.report(method, path, body, f"{code}: {str(answer)[:600]}")
+        elif 400 <= code < 500 and path.startswith(("/api", "/apis")) and not _status(answer, code):
+            self.report(method, path, body, f"{code} not a Status: {str(answer)[:300]}")
+        if code in self.args.show:
+            sig = (method, re.sub(r"/[^/]*[0-9][^/]*(?=/|$|\?)", "/N", path.split("?")[0]), code,
+                   str(answer.get("message") if isinstance(answer, dict) else answer)[:60])
+            if sig not in self.shown:
+                self.shown.add(sig)
+                print(f"  {code} {method} {path[:120]}: {str(answer.get('message') if isinstance(answer, dict) else answer)[:300]}")
+        if expect and code != expect:
+            self.report(method, path, body, f"{code} where {expect} was expected: {str(answer)[:600]}")
+        return code, hdrs, answer
+
+    def report(self, method: str, path: str, body, why: str) -> None:
+        self.broken += 1
+        line = {"family": self.family, "method": method, "path": path[:300], "why": why,
+                "body": body if isinstance(body, (dict, list)) else str(body)[:2000]}
+        sig = re.sub(r"[0-9]+", "N", f"{method} {path.split('?')[0]} {why[:120]}")
+        self.seen[sig] = self.seen.get(sig, 0) + 1
+        if self.seen[sig] <= 2:  # (each one is in --out)
+            print(f"BROKEN {self.family}: {method} {path[:160]} -> {why[:400]}", flush=True)
+        with open(self.args.out, "a") as f:
+            f.write(json.dumps(line, default=str) + "\n")
+        if self.raw.request("GET", "/readyz")[0] != 200:
+            print("  /readyz is not ok after it", flush=True)
+
+
+def _external(answer) -> bool:
+    """A 5xx whose words say another server failed (a webhook, an aggregated API's backend)."""
+    text = json.dumps(answer) if isinstance(answer, (dict, list)) else str(answer)
+    # (a mutating policy's patch of the kind: upstream's decoding of the patched object fails, fuzz48)
+    return bool(re.search(r"failed calling webhook|service unavailable|error trying to reach service|"
+                          r"the server is currently unable|timeout|Timeout|unknown conversion|is registered for|adapter-said|^b'EOF",
+                          text))
+
+
+def _status(answer, code: int) -> bool:
+    return isinstance(answer, dict) and answer.get("kind") == "Status" and answer.get("code") == code or (
+        code == 418)  # (the metrics adapter's own answer, passed through)
+
+
+class Schemas:
+    """The OpenAPI v3 components of every group/version the server serves."""
+
+    def __init__(self, raw: Raw):
+        index = raw.request("GET", "/openapi/v3")[2]["paths"]
+        self.components: dict[str, dict] = {}
+        for entry in index.values():
+            doc = raw.request("GET", entry["serverRelativeURL"])[2]
+            self.components.update(doc.get("components", {}).get("schemas", {}))
+        self.kinds = {}
+        for s in self.components.values():
+            for gvk in s.get("x-kubernetes-group-version-kind", ()):
+                self.kinds.setdefault((gvk["group"], gvk["version"], gvk["kind"]), s)
+
+    def resolve(self, s: dict | None) -> dict:
+        while s:
+            if "$ref" in s:
+                s = self.components[s["$ref"][len(REF):]]
+            elif len(s.get("allOf") or ()) == 1:
+                s = s["allOf"][0]
+            else:
+                break
+        return s or {}
+
+
+def draw(rng: random.Random, schemas: Schemas, s: dict, key: str = "", depth: int = 0):
+    """A value of schema `s` (the field `key`'s): mostly plausible, sometimes odd, depth-limited."""
+    s = schemas.resolve(s)
+    odd = rng.random() < 0.1
+    if s.get("x-kubernetes-int-or-string"):
+        return rng.choice([1, 80, "http", "50%", "101%", -1, "x", 0])
+    if "quantity" in (s.get("format") or "") or s.get("$ref", "").endswith("Quantity") or (
+            not s.get("type") and "Quantity" in json.dumps(s)[:200]):
+        return rng.choice(QUANTITIES)
+    t = s.get("type")
+    if t == "string" or (t is None and not s.get("properties") and s.get("format")):
+        if s.get("enum") and not odd:
+            return rng.choice(s["enum"])
+        if odd:
+            return rng.choice(ODD_STRINGS)
+        if s.get("format") == "date-time":
+            return rng.choice(["2026-01-01T00:00:00Z", "2026-01-01T00:00:00.123456Z", "x"])
+        if s.get("format") == "byte":
+            return rng.choice(["AAEC", "", "!"])
+        lower = key.lower()
+        for part, values in BY_NAME:
+            if part in lower:
+                return rng.choice(values)
+        return rng.choice(["a", "x", "example.com/a", "1", "true", "a-b.c"])
+    if t == "integer":
+        return rng.choice(ODD_INTS) if odd else rng.choice([0, 1, 2, 3, 10, 80, 8080])
+    if t == "number":
+        return rng.choice([0.5, 1.0, -1.5, 1e308])
+    if t == "boolean":
+        return rng.random() < 0.5
+    if depth > 7:
+        return {} if t == "object" else []
+    if t == "array":
+        n = rng.choice([0, 1, 1, 2, 3]) if not odd else rng.choice([0, 40])
+        return [draw(rng, schemas, s.get("items") or {}, key, depth + 1) for _ in range(n)]
+    props = s.get("properties")
+    if props:
+        out = {}
+        required = set(s.get("required") or ())
+        for k, sub in props.items():
+            if k in ("apiVersion", "kind", "metadata", "status") or sub.get("readOnly"):
+                continue
+            if k in required or rng.random() < 0.35:
+                out[k] = draw(rng, schemas, sub, k, depth + 1)
+        return out
+    extra = s.get("additionalProperties")
+    if isinstance(extra, dict):
+        n = rng.choice([0, 1, 2])
+        return {rng.choice(["a", "cpu", "memory", "example.com/x", "k" + str(i)]): draw(rng, schemas, extra, key, depth + 1)
+                for i in range(n)}
+    return {} if t == "object" else rng.choice(["x", 1, {}, [], None])
+
+
+def _paths(obj, prefix=()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k not in ("apiVersion", "kind", "metadata"):
+                out += _paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+def _schema_at(schemas: Schemas, s: dict, path: tuple) -> dict | None:
+    for seg in path:
+        s = schemas.resolve(s)
+        if isinstance(seg, int):
+            s = s.get("items")
+        else:
+            s = (s.get("properties") or {}).get(seg) or (s.get("additionalProperties") if isinstance(
+                s.get("additionalProperties"), dict) else None)
+        if s is None:
+            return None
+    return s
+
+
+def _put(obj, path: tuple, value):
+    for seg in path[:-1]:
+        obj = obj[seg]
+    obj[path[-1]] = value
+
+
+def resources(raw: Raw, subresources: bool = False) -> list[dict]:
+    """Every resource discovery lists (subresources only when asked), with its group/version path."""
+    out = []
+    gvs = ["api/v1"] + [f"apis/{v['groupVersion']}" for g in raw.request("GET", "/apis")[2]["groups"]
+                        for v in g["versions"]]
+    for gv in gvs:
+        code, _, doc = raw.request("GET", f"/{gv}")
+        if code != 200:
+            continue
+        for r in doc["resources"]:
+            if "/" not in r["name"] or subresources:
+                out.append({**r, "gv": gv})
+    return out
+
+
+def _url(r: dict, name: str | None = None, ns: str = NS) -> str:
+    base = f"/{r['gv']}/namespaces/{ns}/{r['name']}" if r["namespaced"] else f"/{r['gv']}/{r['name']}"
+    return f"{base}/{name}" if name else base
+
+
+def family_shaped(p: Probe, rng: random.Random, until: float, dry_share: float = 0.7,
+                  groups: tuple[str, ...] = ()) -> None:
+    schemas = Schemas(p.raw)
+    seeds = {plural: (gv, kind, spec) for gv, plural, kind, spec in KINDS}
+    rs = [r for r in resources(p.raw) if "create" in r.get("verbs", ()) and (not groups or r["gv"].startswith(groups))]
+    n = 0
+    while time.monotonic() < until:
+        r = rng.choice(rs)
+        gv = r["gv"]
+        group, version = ("", "v1") if gv == "api/v1" else tuple(gv[5:].split("/"))
+        s = schemas.kinds.get((group, version, r["kind"]))
+        if s is None:
+            continue
+        n += 1
+        name = f"s{n}"
+        api_version = gv[5:] if gv.startswith("apis/") else "v1"
+        seed = seeds.get(r["name"])
+        if seed and seed[0] == gv and rng.random() < 0.7:
+            body = {"apiVersion": api_version, "kind": r["kind"], "metadata": {"name": name}, **copy.deepcopy(seed[2])}
+            for _ in range(rng.choice([1, 1, 2, 3])):
+                path = rng.choice(_paths(body))
+                sub = _schema_at(schemas, s, path) if path else None
+                if sub is not None:
+                    _put(body, path, draw(rng, schemas, sub, str(path[-1]), len(path)))
+        else:
+            body = {"apiVersion": api_version, "kind": r["kind"], "metadata": {"name": name}, **draw(rng, schemas, s)}
+        if r["name"] == "namespaces":
+            body["metadata"]["name"] = f"fz-{n}"
+        dry = r["name"] in CLUSTER_SCOPED and not groups or not r["namespaced"] and not groups or rng.random() < dry_share
+        url = _url(r) + ("?dryRun=All" if dry else "")
+        code, _, answer = p.send("POST", url, body)
+        if code == 201 and isinstance(answer, dict) and dry and r["name"] not in CREATE_ONLY:
+            again = copy.deepcopy(answer)
+            for k in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"):
+                again.get("metadata", {}).pop(k, None)
+            code2, _, answer2 = p.send("POST", url, again)
+            if code2 not in (201, 200) and not (code2 == 422 and "selector" in json.dumps(answer2)):
+                p.report("POST", url, again, f"round trip: accepted, then {code2}: {str(answer2)[:500]}")
+
+
+def family_status(p: Probe, rng: random.Random, until: float) -> None:
+    """Each seeded kind with a status subresource created, then its /status written with drawn statuses
+    (and a third of them as a merge patch), each on the object as last answered."""
+    schemas = Schemas(p.raw)
+    by_name = {(r["gv"], r["name"]): r for r in resources(p.raw, subresources=True)}
+    targets = []
+    for gv, plural, kind, spec in KINDS:
+        r = by_name.get((gv, plural))
+        status = by_name.get((gv, plural + "/status"))
+        if r is None or plural in CREATE_ONLY:
+            continue
+        group, version = ("", "v1") if gv == "api/v1" else tuple(gv[5:].split("/"))
+        s = schemas.resolve(schemas.kinds.get((group, version, kind)))
+        sub = (s.get("properties") or {}).get("status")
+        if sub is None or status is None:
+            continue
+        body = {"apiVersion": gv[5:] if gv.startswith("apis/") else "v1", "kind": kind, "metadata": {"name": "st"},
+                **copy.deepcopy(spec)}
+        if plural == "namespaces":
+            body["metadata"]["name"] = "fz-status"
+        code, _, answer = p.send("POST", _url(r), body)
+        if code in (201, 409):
+            targets.append((r, sub, body["metadata"]["name"]))
+    while targets and time.monotonic() < until:
+        r, sub, name = rng.choice(targets)
+        code, _, current = p.send("GET", _url(r, name))
+        if code != 200:
+            continue
+        status = draw(rng, schemas, sub, "status")
+        if rng.random() < 0.33:
+            p.send("PATCH", _url(r, name) + "/status", {"status": status}, ctype="application/merge-patch+json")
+        else:
+            p.send("PUT", _url(r, name) + "/status", {**current, "status": status})
+
+
+PSA_LEVELS = ["privileged", "baseline", "restricted", "", "Restricted", "bogus", " restricted", "restricted\n"]
+PSA_VERSIONS = ["latest", "v1.37", "v1.0", "v1.999", "", "v1.-1", "v2.0", "1.30", "v1.30.1", "latest ", "v1.",
+                "v1.99999999999999999999", "v0.1", "v1.24"]
+SC_VALUES = {
+    "privileged": [True, False, None, "yes"], "allowPrivilegeEscalation": [True, False, None],
+    "runAsNonRoot": [True, False, None], "runAsUser": [0, 1000, -1, 2**31, None], "runAsGroup": [0, 1, -1, None],
+    "readOnlyRootFilesystem": [True, None], "procMount": ["Default", "Unmasked", "", "x"],
+    "capabilities": [{"add": ["NET_RAW"]}, {"add": ["net_raw", "CAP_SYS_ADMIN"]}, {"drop": ["ALL"]}, {"drop": ["all"]},
+                     {"add": [""], "drop": []}, {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}, {}],
+    "seccompProfile": [{"type": "RuntimeDefault"}, {"type": "Unconfined"}, {"type": "Localhost"},
+                       {"type": "Localhost", "localhostProfile": "p.json"}, {"type": "x"}, {}],
+    "appArmorProfile": [{"type": "RuntimeDefault"}, {"type": "Unconfined"}, {"type": "Localhost"},
+                        {"type": "Localhost", "localhostProfile": "p"}, {"type": ""}],
+    "seLinuxOptions": [{"type": "spc_t"}, {"type": "container_t"}, {"user": "root", "role": "x"}, {"level": "s0"}],
+    "windowsOptions": [{"hostProcess": True}, {"hostProcess": False}, {"gmsaCredentialSpecName": "x"}],
+    "sysctls": [[{"name": "net.ipv4.ip_local_port_range", "value": "1 2"}, {"name": "kernel.shm_rmid_forced", "value": "1"}],
+                [{"name": "net/ipv4/ping_group_range", "value": "0 1"}], [{"name": "kernel.msgmax", "value": "1"}],
+                [{"name": "", "value": ""}], [{"name": "net.ipv4.tcp_keepalive_time", "value": "x"}]],
+    "supplementalGroups": [[0], [-1], [2**40]], "fsGroup": [0, -1], "supplementalGroupsPolicy": ["Strict", "x"],
+    "seLinuxChangePolicy": ["Recursive", "MountOption", "x"], "fsGroupChangePolicy": ["Always", "x"],
+}
+POD_LEVEL = {"sysctls", "supplementalGroups", "fsGroup", "supplementalGroupsPolicy", "seLinuxChangePolicy",
+             "fsGroupChangePolicy"}
+CONTAINER_LEVEL = {"privileged", "allowPrivilegeEscalation", "capabilities", "readOnlyRootFilesystem", "procMount"}
+VOLUMES = [{"hostPath": {"path": "/"}}, {"emptyDir": {}}, {"configMap": {"name": "x"}}, {"nfs": {"server": "a", "path": "/"}},
+           {"ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"],
+                                                           "resources": {"requests": {"storage": "1Gi"}}}}}},
+           {"csi": {"driver": "x"}}, {"projected": {"sources": []}}, {"image": {"reference": "x"}}, {"iscsi": {}}]
+
+
+#: the values of SC_VALUES pod validation refuses (so PodSecurity never judges them), as JSON
+SC_INVALID = {'"yes"', '"x"', '""', "-1", str(2**31), '{"type": "Localhost"}', '{"type": "x"}', "{}",
+              '{"type": ""}', '[{"name": "", "value": ""}]', '[{"name": "net.ipv4.tcp_keepalive_time", "value": "x"}]',
+              "[-1]", f"[{2**40}]", '{"add": [""], "drop": []}', '{"hostProcess": true}'}
+
+
+def _valid(k: str, v) -> bool:
+    return json.dumps(v) not in SC_INVALID
+
+
+def _security_context(rng: random.Random, level: set, valid: bool) -> dict:
+    keys = rng.sample(sorted(level), rng.randint(0, min(5, len(level))))
+    return {k: rng.choice([v for v in SC_VALUES[k] if not valid or _valid(k, v)] or [None]) for k in keys}
+
+
+def _psa_pod(rng: random.Random, name: str) -> dict:
+    container_keys = set(SC_VALUES) - POD_LEVEL
+    pod_keys = set(SC_VALUES) - CONTAINER_LEVEL
+    valid = rng.random() < 0.7  # most pods valid, for PodSecurity to judge them
+    c = {"name": "c", "image": "busybox", "securityContext": _security_context(rng, container_keys, valid)}
+    if rng.random() < 0.3:
+        c["ports"] = [{"containerPort": 80, "hostPort": rng.choice([0, 80, 65535])}]
+    spec = {"containers": [c], "securityContext": _security_context(rng, pod_keys, valid)}
+    if rng.random() < 0.3:
+        spec["initContainers"] = [{**c, "name": "i"}]
+    if rng.random() < 0.3:
+        spec["ephemeralContainers"] = [{**c, "name": "e"}]
+    for k in ("hostNetwork", "hostPID", "hostIPC", "hostUsers"):
+        if rng.random() < 0.15:
+            spec[k] = rng.choice([True, False])
+    if rng.random() < 0.4:
+        spec["volumes"] = [{"name": f"v{i}", **v} for i, v in enumerate(rng.sample(VOLUMES, rng.randint(1, 3)))]
+    if rng.random() < 0.2:
+        spec["os"] = {"name": rng.choice(["linux", "windows", "x"])}
+    meta = {"name": name}
+    if rng.random() < 0.2:
+        meta["annotations"] = {"container.apparmor.security.beta.kubernetes.io/c": rng.choice(
+            ["runtime/default", "unconfined", "localhost/p", "x"])}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def family_psa(p: Probe, rng: random.Random, until: float) -> None:
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        ns = f"psa-{n}"
+        labels = {}
+        for mode in ("enforce", "audit", "warn"):
+            if rng.random() < 0.7:
+                labels[f"pod-security.kubernetes.io/{mode}"] = rng.choice(PSA_LEVELS[:3] if rng.random() < 0.8
+                                                                          else PSA_LEVELS)
+            if rng.random() < 0.4:
+                labels[f"pod-security.kubernetes.io/{mode}-version"] = rng.choice(PSA_VERSIONS[:4] if rng.random() < 0.8
+                                                                                  else PSA_VERSIONS)
+        code, _, _ = p.send("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": labels}})
+        if code != 201:
+            continue
+        for i in range(6):
+            pod = _psa_pod(rng, f"p{i}")
+            how = rng.random()
+            if how < 0.5:
+                code, hdrs, _ = p.send("POST", f"/api/v1/namespaces/{ns}/pods?dryRun=All", pod)
+            elif how < 0.8:
+                kind, plural, path = rng.choice([("Deployment", "deployments", ("spec", "template")),
+                                                 ("Job", "jobs", ("spec", "template")),
+                                                 ("CronJob", "cronjobs", ("spec", "jobTemplate", "spec", "template"))])
+                body = {"apiVersion": "batch/v1" if plural != "deployments" else "apps/v1", "kind": kind,
+                        "metadata": {"name": f"w{i}"}, "spec": {}}
+                tmpl = {"metadata": {"labels": {"a": "b"}}, "spec": {**pod["spec"], "restartPolicy": "Never"}}
+                if plural == "deployments":
+                    tmpl["spec"]["restartPolicy"] = "Always"
+                    body["spec"] = {"selector": {"matchLabels": {"a": "b"}}, "template": tmpl}
+                elif plural == "jobs":
+                    body["spec"] = {"template": tmpl}
+                else:
+                    body["spec"] = {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": tmpl}}}
+                group = "apps/v1" if plural == "deployments" else "batch/v1"
+                code, hdrs, _ = p.send("POST", f"/apis/{group}/namespaces/{ns}/{plural}?dryRun=All", body)
+            else:
+                new = {f"pod-security.kubernetes.io/{m}": rng.choice(PSA_LEVELS) for m in ("enforce", "warn")}
+                new["pod-security.kubernetes.io/enforce-version"] = rng.choice(PSA_VERSIONS)
+                code, hdrs, _ = p.send("PATCH", f"/api/v1/namespaces/{ns}?dryRun=All", {"metadata": {"labels": new}},
+                                       ctype="application/merge-patch+json")
+            warn = hdrs.get_all("Warning") if hasattr(hdrs, "get_all") else None
+            for w in warn or ():
+                if not w.startswith("299 "):
+                    p.report("POST", ns, pod, f"a warning not of code 299: {w[:200]}")
+        p.send("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+CEL_ATOMS = ["object", "oldObject", "object.metadata.name", "object.data", "request.operation", "params", "variables.v",
+             "request.userInfo.username", "object.metadata.labels", "authorizer", "namespaceObject", "1", "'a'",
+             "[1, 2]", "{'a': 1}", "null", "true", "2.5", "b'x'", "duration('1s')", "timestamp('2026-01-01T00:00:00Z')",
+             "object.data['x']", "object.nope", "9223372036854775807", "-9223372036854775808", "1u", "'%s'"]
+CEL_FORMS = ["{a} == {b}", "{a} + {b}", "size({a})", "has({a}.x)", "{a}.all(x, x == {b})", "{a}.exists(x, {b})",
+             "{a}.map(x, {b})", "{a}.filter(x, x)", "{a} ? {b} : {a}", "!{a}", "int({a})", "string({a})", "{a}[{b}]",
+             "{a}.matches({b})", "{a} in {b}", "{a}.startsWith({b})", "type({a}) == string", "{a} / {b}", "{a} % {b}",
+             "{a}.split(',')", "quantity({a})", "ip({a})", "cidr({a})", "url({a}).getHost()", "{a}.size() > {b}",
+             "dyn({a})", "{a}.all(x, {a}.all(y, {a}.all(z, true)))", "authorizer.group('').resource('pods').check('get').allowed()",
+             "{a}.format([{b}])", "sets.contains({a}, {b})", "{a}.lowerAscii()", "optional.of({a}).orValue({b})",
+             "{a}.?x.orValue(1)", "math.greatest({a}, {b})", "{a}.indexOf({b})", "base64.encode({a})"]
+
+
+def cel(rng: random.Random, depth: int = 0) -> str:
+    if depth > 2 or rng.random() < 0.3:
+        return rng.choice(CEL_ATOMS)
+    return rng.choice(CEL_FORMS).format(a=cel(rng, depth + 1), b=cel(rng, depth + 1))
+
+
+def family_policies(p: Probe, rng: random.Random, until: float) -> None:
+    p.send("POST", "/api/v1/namespaces", {"metadata": {"name": "pol"}})
+    p.send("POST", "/api/v1/namespaces/pol/configmaps", {"metadata": {"name": "params"}, "data": {"a": "1"}})
+    n = 0
+    match = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                                "resources": ["configmaps"]}], "namespaceSelector": {"matchLabels": {
+                                    "kubernetes.io/metadata.name": "pol"}}}
+    while time.monotonic() < until:
+        n += 1
+        params = rng.random() < 0.3
+        spec = {"matchConstraints": match, "failurePolicy": rng.choice(["Fail", "Ignore", "Bogus"]),
+                "variables": [{"name": "v", "expression": cel(rng)}] if rng.random() < 0.5 else []}
+        if params:
+            spec["paramKind"] = {"apiVersion": "v1", "kind": "ConfigMap"}
+        if rng.random() < 0.3:
+            spec["matchConditions"] = [{"name": "m", "expression": cel(rng)}]
+        mutating = rng.random() < 0.4
+        if mutating:
+            group, kind, plural = "admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies"
+            patch = rng.choice(["apply", "json"])
+            if patch == "apply":
+                m = {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": rng.choice([
+                    "Object{metadata: Object.metadata{labels: {'a': 'b'}}}", "Object{data: {'x': " + cel(rng) + "}}",
+                    cel(rng), "Object{}", "Object{spec: Object.spec{x: 1}}"])}}
+            else:
+                m = {"patchType": "JSONPatch", "jsonPatch": {"expression": rng.choice([
+                    "[JSONPatch{op: 'add', path: '/data/x', value: " + cel(rng) + "}]",
+                    "[JSONPatch{op: 'remove', path: '/metadata/name'}]", "[JSONPatch{op: 'x', path: ''}]", cel(rng),
+                    "[JSONPatch{op: 'replace', path: '/kind', value: 'Secret'}]",
+                    "[JSONPatch{op: 'add', path: '/metadata/labels', value: {'a': " + cel(rng) + "}}]"])}}
+            spec.update(mutations=[m], reinvocationPolicy=rng.choice(["Never", "IfNeeded", "x"]))
+        else:
+            group, kind, plural = "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies"
+            v = {"expression": cel(rng)}
+            if rng.random() < 0.4:
+                v["messageExpression"] = cel(rng)
+            if rng.random() < 0.2:
+                v["reason"] = rng.choice(["Invalid", "Forbidden", "x"])
+            spec["validations"] = [v]
+            if rng.random() < 0.2:
+                spec["auditAnnotations"] = [{"key": "k", "valueExpression": cel(rng)}]
+        name = f"pol-{n}"
+        code, _, _ = p.send("POST", f"/apis/{group}/{plural}", {"apiVersion": group, "kind": kind, "metadata": {"name": name},
+                                                               "spec": spec})
+        if code != 201:
+            continue
+        binding = {"policyName": name, "validationActions": rng.choice([["Deny"], ["Warn", "Audit"], ["Deny", "Warn"]])}
+        if mutating:
+            binding.pop("validationActions")
+        if params:
+            binding["paramRef"] = rng.choice([{"name": "params", "namespace": "pol", "parameterNotFoundAction": "Deny"},
+                                              {"name": "nope", "parameterNotFoundAction": "Allow"},
+                                              {"selector": {}, "parameterNotFoundAction": "Deny"}])
+        bplural = plural.replace("policies", "policybindings")
+        code, _, _ = p.send("POST", f"/apis/{group}/{bplural}", {"apiVersion": group, "kind": kind + "Binding",
+                                                                "metadata": {"name": name}, "spec": binding})
+        time.sleep(0.3)  # the policy and its binding reach the admission plugin through an informer
+        for i in range(3):
+            p.send("POST", "/api/v1/namespaces/pol/configmaps" + ("?dryRun=All" if i else ""),
+                   {"metadata": {"name": f"c{n}-{i}", "labels": {"a": "b"}}, "data": {"x": "1", "y": ""}})
+        p.send("DELETE", f"/apis/{group}/{bplural}/{name}")
+        p.send("DELETE", f"/apis/{group}/{plural}/{name}")
+
+
+def _crd_schema(rng: random.Random, depth: int = 0) -> dict:
+    t = rng.choice(["object", "object", "array", "string", "integer", "number", "boolean"] if depth < 12 else ["string"])
+    s: dict = {"type": t}
+    if t == "object":
+        how = rng.random()
+        if how < 0.15:
+            s["x-kubernetes-preserve-unknown-fields"] = True
+        elif how < 0.3:
+            s["additionalProperties"] = _crd_schema(rng, depth + 1)
+        else:
+            s["properties"] = {f"f{i}": _crd_schema(rng, depth + 1) for i in range(rng.randint(1, 3))}
+            if rng.random() < 0.2:
+                s["required"] = [rng.choice(list(s["properties"]))]
+        if rng.random() < 0.15:
+            s["x-kubernetes-map-type"] = rng.choice(["atomic", "granular"])
+        if rng.random() < 0.1:
+            s["x-kubernetes-embedded-resource"] = True
+            s["x-kubernetes-preserve-unknown-fields"] = True
+        if rng.random() < 0.2:
+            s["x-kubernetes-validations"] = [{"rule": rng.choice([
+                "self.size() < 10", "has(self.f0)", "self == oldSelf", "self.all(k, k.size() < 5)",
+                "!has(self.f0) || self.f0 != 'x'", cel(rng).replace("object", "self")]),
+                "message": "m", **({"messageExpression": "'x' + string(self)"} if rng.random() < 0.3 else {}),
+                **({"optionalOldSelf": True} if rng.random() < 0.2 else {})}]
+    elif t == "array":
+        s["items"] = _crd_schema(rng, depth + 1)
+        if rng.random() < 0.4:
+            s["maxItems"] = rng.choice([1, 10, 10**6])
+        lt = rng.choice([None, "atomic", "set", "map"])
+        if lt:
+            s["x-kubernetes-list-type"] = lt
+            if lt == "map":
+                s["items"] = {"type": "object", "properties": {"k": {"type": rng.choice(["string", "integer"])},
+                                                               "v": {"type": "string"}}, "required": ["k"]}
+                s["x-kubernetes-list-map-keys"] = ["k"]
+        if rng.random() < 0.15:
+            s["x-kubernetes-validations"] = [{"rule": rng.choice([
+                "self.all(x, self.all(y, self.all(z, true)))", "self.size() <= 3", "self.exists(x, x == self[0])"])}]
+    elif t == "string":
+        r = rng.random()
+        if r < 0.15:
+            s["enum"] = [f"v{i}" for i in range(rng.choice([1, 3, 5000]))]
+        elif r < 0.3:
+            s["format"] = rng.choice(["date-time", "byte", "int-or-string", "quantity", "cidr", "ipv4", "uuid", "x"])
+        elif r < 0.4:
+            s["pattern"] = rng.choice(["^a+$", "[", "(a+)+$", "^\\d{1,3}$"])
+        elif r < 0.5:
+            s["maxLength"] = rng.choice([0, 5, 10**9])
+            s["x-kubernetes-validations"] = [{"rule": rng.choice([
+                "self.matches('^[a-z]+$')", "self.size() > 0", "self.split('').size() < 100",
+                "self.find('a') == 'a'", "isQuantity(self)", "isURL(self)", "self.lowerAscii() == self"])}]
+        if rng.random() < 0.1:
+            s["default"] = rng.choice(["a", 1, None, "v0"])
+    elif t in ("integer", "number"):
+        if rng.random() < 0.3:
+            s["format"] = rng.choice(["int32", "int64", "float", "double", "x"])
+        if rng.random() < 0.3:
+            s["minimum"], s["maximum"] = rng.choice([(0, 10), (10, 0), (-1e308, 1e308)])
+        if rng.random() < 0.1:
+            s["x-kubernetes-int-or-string"] = True
+            s.pop("type")
+    if rng.random() < 0.05:
+        s["nullable"] = True
+    return s
+
+
+def _cr_value(rng: random.Random, s: dict, depth: int = 0):
+    t = s.get("type")
+    if s.get("x-kubernetes-int-or-string"):
+        return rng.choice([1, "x", "50%"])
+    if t == "object":
+        if s.get("x-kubernetes-embedded-resource"):
+            return rng.choice([{"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}}, {}, {"kind": ""}])
+        if "properties" in s:
+            return {k: _cr_value(rng, v, depth + 1) for k, v in s["properties"].items() if rng.random() < 0.8}
+        if isinstance(s.get("additionalProperties"), dict):
+            return {f"k{i}": _cr_value(rng, s["additionalProperties"], depth + 1) for i in range(rng.randint(0, 3))}
+        return {"a": rng.choice([1, "x", None, [1]])}
+    if t == "array":
+        return [_cr_value(rng, s.get("items", {}), depth + 1) for _ in range(rng.choice([0, 1, 2, 5]))]
+    if t == "string":
+        return rng.choice((s.get("enum") or [])[:3] + ["a", "", "x" * 20, "2026-01-01T00:00:00Z", "10.0.0.0/8", "1Gi"])
+    if t == "integer":
+        return rng.choice([0, 1, -1, 2**31, 2**63 - 1, 5])
+    if t == "number":
+        return rng.choice([0.5, 1, -1e308])
+    if t == "boolean":
+        return rng.choice([True, False])
+    return rng.choice([None, 1, "x"])
+
+
+def family_crds(p: Probe, rng: random.Random, until: float) -> None:
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        spec_schema = _crd_schema(rng)
+        schema = {"type": "object", "properties": {"spec": spec_schema, "status": {
+            "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+        plural = f"odd{n}s"
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": f"{plural}.fuzz60.example.com"},
+               "spec": {"group": "fuzz60.example.com", "scope": "Namespaced",
+                        "names": {"plural": plural, "singular": f"odd{n}", "kind": f"Odd{n}"},
+                        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
+                                      "subresources": {"status": {}}}]}}
+        code, _, _ = p.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        if code != 201:
+            continue
+        url = f"/apis/fuzz60.example.com/v1/namespaces/{NS}/{plural}"
+        for _ in range(30):
+            if p.raw.request("GET", url)[0] == 200:
+                break
+            time.sleep(0.1)
+        for i in range(8):
+            body = {"apiVersion": "fuzz60.example.com/v1", "kind": f"Odd{n}", "metadata": {"name": f"o{i}"},
+                    "spec": _cr_value(rng, spec_schema)}
+            code, _, answer = p.send("POST", url, body)
+            if code == 201:
+                p.send("PATCH", f"{url}/o{i}", {"spec": _cr_value(rng, spec_schema)}, ctype="application/merge-patch+json")
+                p.send("PATCH", f"{url}/o{i}?fieldManager=f&force=true", json.dumps(
+                    {"apiVersion": "fuzz60.example.com/v1", "kind": f"Odd{n}", "metadata": {"name": f"o{i}"},
+                     "spec": _cr_value(rng, spec_schema)}), ctype="application/apply-patch+yaml")
+                code, _, answer = p.send("GET", f"{url}/o{i}")
+                if code == 200:
+                    p.send("PUT", f"{url}/o{i}/status", {**answer, "status": {"x": [1]}})
+        p.send("GET", url + "?limit=2")
+        p.send("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.fuzz60.example.com")
+
+
+def _odd(rng: random.Random, good):
+    return good if rng.random() < 0.75 else rng.choice([None, "", -1, 2**63, "x" * 300, [], {}, "1e999", "-1Gi", "Gi"])
+
+
+def _odd_key(rng: random.Random, good: str) -> str:
+    return good if rng.random() < 0.75 else rng.choice(["", "x" * 300, "A_B", "a/b/c", "-", "é", "1"])
+
+
+def family_dra(p: Probe, rng: random.Random, until: float) -> None:
+    base = "/apis/resource.k8s.io/v1"
+    p.send("POST", f"{base}/deviceclasses", {"metadata": {"name": "fz-gpu"}, "spec": {"selectors": [
+        {"cel": {"expression": "device.driver == 'gpu.fuzz60.example.com'"}}]}})
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        counters = [{"name": _odd(rng, f"cs{i}"), "counters": {_odd_key(rng, "mem"): {"value": _odd(rng, rng.choice(
+            ["8Gi", "1", "0", "1.5"]))} for _ in range(rng.randint(0, 2))}} for i in range(rng.randint(0, 2))]
+        devices = []
+        for d in range(rng.randint(0, 4)):
+            dev = {"name": _odd(rng, f"d{d}")}
+            if rng.random() < 0.5:
+                dev["attributes"] = {_odd_key(rng, "model"): rng.choice([{"string": "a"}, {"int": 2**63}, {"bool": True},
+                                                                     {"version": "1.2.3"}, {"version": "x"}, {},
+                                                                     {"string": "a", "int": 1}])}
+            if rng.random() < 0.5:
+                dev["capacity"] = {_odd_key(rng, "memory"): {"value": _odd(rng, "8Gi"), **({"requestPolicy": {
+                    "default": _odd(rng, "1Gi"), "validRange": {"min": _odd(rng, "1Gi"), "step": _odd(rng, "0")}}}
+                    if rng.random() < 0.3 else {})}}
+            if rng.random() < 0.4:
+                dev["consumesCounters"] = [{"counterSet": _odd(rng, "cs0"), "counters": {_odd_key(rng, "mem"): {
+                    "value": _odd(rng, "4Gi")}}}]
+            if rng.random() < 0.4:
+                dev["taints"] = [{"key": _odd(rng, "example.com/t"), "value": _odd(rng, "v"),
+                                  "effect": _odd(rng, rng.choice(["NoSchedule", "NoExecute", "None", "PreferNoSchedule"])),
+                                  **({"timeAdded": _odd(rng, "2026-01-01T00:00:00Z")} if rng.random() < 0.3 else {})}]
+            if rng.random() < 0.2:
+                dev["bindsToNode"] = rng.choice([True, False])
+                dev["bindingConditions"] = [_odd(rng, "c")]
+            if rng.random() < 0.2:
+                dev["allowMultipleAllocations"] = _odd(rng, True)
+            devices.append(dev)
+        spec = {"driver": _odd(rng, "gpu.fuzz60.example.com"), "pool": {"name": _odd(rng, "p"), "generation": _odd(rng, 1),
+                                                                       "resourceSliceCount": _odd(rng, 1)},
+                rng.choice(["nodeName", "allNodes", "nodeSelector"]): rng.choice(["node-0", True, {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}])}
+        if counters and rng.random() < 0.6:
+            spec["sharedCounters"] = counters
+        if devices:
+            spec["devices"] = devices
+        p.send("POST", f"{base}/resourceslices" + ("?dryRun=All" if rng.random() < 0.5 else ""),
+               {"metadata": {"name": f"sl-{n}"}, "spec": spec})
+        if rng.random() < 0.3:
+            p.send("POST", f"{base}/devicetaintrules?dryRun=All", {"metadata": {"name": f"r{n}"}, "spec": {
+                "deviceSelector": {k: _odd(rng, v) for k, v in {"driver": "gpu.fuzz60.example.com", "pool": "p",
+                                                                "device": "d0"}.items() if rng.random() < 0.6},
+                "taint": {"key": _odd(rng, "k"), "effect": _odd(rng, rng.choice(["NoExecute", "NoSchedule", "None"]))}}})
+        req = {"name": _odd(rng, "r")}
+        exact = {"deviceClassName": _odd(rng, "fz-gpu"), "allocationMode": _odd(rng, rng.choice(["All", "ExactCount", "x"])),
+                 "count": _odd(rng, rng.choice([1, 0, 2**31])),
+                 "selectors": [{"cel": {"expression": _odd(rng, cel(rng).replace("object", "device"))}}] if rng.random() < 0.5
+                 else [], "tolerations": [{"key": _odd(rng, "k"), "operator": _odd(rng, "Exists"),
+                                           "effect": _odd(rng, "NoSchedule")}] if rng.random() < 0.3 else []}
+        if rng.random() < 0.2:
+            exact["capacity"] = {"requests": {_odd_key(rng, "memory"): _odd(rng, "1Gi")}}
+        if rng.random() < 0.2:
+            exact["adminAccess"] = _odd(rng, True)
+        if rng.random() < 0.3:
+            req["firstAvailable"] = [{"name": _odd(rng, "a"), **exact}, {"name": "b", "deviceClassName": "fz-gpu"}]
+        else:
+            req["exactly"] = exact
+        devices = {"requests": [req]}
+        if rng.random() < 0.3:
+            devices["constraints"] = [{"requests": [_odd(rng, "r")], rng.choice(["matchAttribute", "distinctAttribute"]):
+                                       _odd(rng, "gpu.fuzz60.example.com/model")}]
+        if rng.random() < 0.2:
+            devices["config"] = [{"requests": [_odd(rng, "r")], "opaque": {"driver": _odd(rng, "gpu.fuzz60.example.com"),
+                                                                            "parameters": _odd(rng, {"a": 1})}}]
+        code, _, answer = p.send("POST", f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims",
+                                 {"metadata": {"name": f"c{n}"}, "spec": {"devices": devices}})
+        if code == 201 and rng.random() < 0.5:
+            answer["status"] = {"allocation": {"devices": {"results": [{"request": _odd(rng, "r"), "driver": _odd(
+                rng, "gpu.fuzz60.example.com"), "pool": _odd(rng, "p"), "device": _odd(rng, "d0"),
+                **({"consumedCapacity": {"memory": _odd(rng, "1Gi")}} if rng.random() < 0.3 else {})}]}},
+                "devices": [{"driver": _odd(rng, "gpu.fuzz60.example.com"), "pool": "p", "device": _odd(rng, "d0"),
+                             "conditions": [{"type": _odd(rng, "Ready"), "status": _odd(rng, "True"),
+                                             "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "R",
+                                             "message": ""}]}] if rng.random() < 0.5 else []}
+            p.send("PUT", f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/c{n}/status", answer)
+
+
+def family_workloads(p: Probe, rng: random.Random, until: float) -> None:
+    base = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}"
+    schemas = Schemas(p.raw)
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        for kind, plural in (("Workload", "workloads"), ("PodGroup", "podgroups")):
+            s = schemas.kinds.get(("scheduling.k8s.io", "v1beta1", kind))
+            if s is None:
+                return
+            body = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": kind, "metadata": {"name": f"{plural[0]}{n}"},
+                    **draw(rng, schemas, s)}
+            code, _, answer = p.send("POST", f"{base}/{plural}", body)
+            if code == 201:
+                p.send("PUT", f"{base}/{plural}/{plural[0]}{n}/status", {**answer, "status": draw(
+                    rng, schemas, (schemas.resolve(s).get("properties") or {}).get("status") or {})})
+                pod = {"metadata": {"name": f"pg{n}"}, "spec": {"schedulerName": "fz-nobody", "containers": [
+                    {"name": "c", "image": "busybox"}], "schedulingGroup": draw(rng, schemas, {"type": "object", "properties": {
+                        "podGroupName": {"type": "string"}}})}}
+                p.send("POST", f"/api/v1/namespaces/{NS}/pods?dryRun=All", pod)
+
+
+#: what the misbehaving metrics adapter does with a request (its mode, the fuzzer's pick before each)
+ADAPTER_MODES = ["ok", "garbage", "status500", "raw500", "redirect", "teapot", "huge", "slow", "reset", "wrongkind",
+                 "html", "empty", "nolength"]
+
+
+class _Adapter:
+    """An HTTPS external metrics adapter in a thread, answering as `mode` says (fuzz59's adapters, kept)."""
+
+    def __init__(self):
+        import http.server
+        import socketserver
+        import threading
+
+        from nanokube.apiserver.kubernetes_service import host_address
+        from tests.apiserver.metrics_adapter import serving_context
+
+        self.mode = "ok"
+        adapter = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                mode = adapter.mode if not self.path.rstrip("/").endswith("v1beta1") or adapter.mode != "ok" else "ok"
+                gv = "external.metrics.k8s.io/v1beta1"
+                if mode == "reset":
+                    self.connection.close()
+                    return
+                if mode == "slow":
+                    time.sleep(2)
+                body, code, ctype = b"", 200, "application/json"
+                if mode in ("ok", "slow"):
+                    if self.path.rstrip("/").endswith("v1beta1"):
+                        body = json.dumps({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+                            {"name": "m", "singularName": "", "namespaced": True, "kind": "ExternalMetricValueList",
+                             "verbs": ["get"]}]}).encode()
+                    else:
+                        body = json.dumps({"kind": "ExternalMetricValueList", "apiVersion": gv, "metadata": {},
+                                           "items": [{"metricName": "m", "metricLabels": {}, "timestamp":
+                                                      "2026-01-01T00:00:00Z", "value": "1"}]}).encode()
+                elif mode == "garbage":
+                    body = b"\x00\xff{not json"
+                elif mode == "status500":
+                    code, body = 500, json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                  "message": "adapter-said no", "code": 500}).encode()
+                elif mode == "raw500":
+                    code, body, ctype = 500, b"adapter-said boom", "text/plain"
+                elif mode == "redirect":
+                    self.send_response(302)
+                    self.send_header("Location", "https://127.0.0.1:1/api/v1/secrets")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                elif mode == "teapot":
+                    code, body = 418, b"{}"
+                elif mode == "huge":
+                    body = b'{"kind": "ExternalMetricValueList", "items": [' + b'{"metricName": "m"},' * 400000 + b"{}]}"
+                elif mode == "wrongkind":
+                    body = json.dumps({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}}).encode()
+                elif mode == "html":
+                    body, ctype = b"<html>adapter-said</html>", "text/html"
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                if mode != "nolength":
+                    self.send_header("Content-Length", str(len(body)))
+                else:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_POST = do_PUT = do_DELETE = do_PATCH = do_GET
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.ip = host_address() or "127.0.0.1"
+        self.server = Server((self.ip, 0), Handler)
+        ctx = serving_context("fz60-adapter-ca", "adapter.fuzz60.svc")
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def family_metrics(p: Probe, rng: random.Random, until: float) -> None:
+    adapter = _Adapter()
+    try:
+        p.send("POST", f"/api/v1/namespaces/{NS}/services", {"metadata": {"name": "adapter"}, "spec": {
+            "ports": [{"port": 443, "targetPort": adapter.port}]}})
+        p.send("POST", f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices", {
+            "metadata": {"name": "adapter-1", "labels": {"kubernetes.io/service-name": "adapter"}}, "addressType": "IPv4",
+            "endpoints": [{"addresses": [adapter.ip], "conditions": {"ready": True}}],
+            "ports": [{"name": "", "port": adapter.port, "protocol": "TCP"}]})
+        url = "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.external.metrics.k8s.io"
+        code, _, svc = p.send("GET", url)
+        if code == 200:
+            svc["spec"] = {**svc["spec"], "service": {"namespace": NS, "name": "adapter", "port": 443},
+                           "insecureSkipTLSVerify": True}
+            svc["spec"].pop("caBundle", None)
+            p.send("PUT", url, svc)
+        base = "/apis/external.metrics.k8s.io/v1beta1"
+        paths = [base, f"{base}/namespaces/{NS}/m", f"{base}/namespaces/{NS}/m?labelSelector=a%3Db",
+                 f"{base}/namespaces/{NS}/m?labelSelector=a%20in%20(", f"{base}/namespaces/{NS}/..%2F..%2Fapi",
+                 f"{base}/namespaces/{NS}/m/../../../../api/v1/secrets", f"{base}/namespaces/%00/m", f"{base}/m",
+                 f"{base}/namespaces/{NS}/" + "m" * 3000, f"{base}/namespaces/{NS}/m?watch=1"]
+        while time.monotonic() < until:
+            adapter.mode = rng.choice(ADAPTER_MODES)
+            method = rng.choice(["GET", "GET", "GET", "POST", "DELETE", "PUT"])
+            p.send(method, rng.choice(paths), None if method in ("GET", "DELETE") else {"a": 1}, cut=adapter.mode == "huge",
+                   headers={"Accept": rng.choice(["application/json", "application/vnd.kubernetes.protobuf",
+                                                  "application/json;as=Table;v=v1;g=meta.k8s.io", "*/*"])})
+    finally:
+        adapter.close()
+
+
+UI_PATHS = ["/ui", "/ui/", "/ui/index.html", "/ui/../api/v1/secrets", "/ui/%2e%2e/%2e%2e/etc/passwd", "/ui/..%2f..%2fapi",
+            "/ui/%00", "/ui/" + "a" * 5000, "/ui//", "/ui/./index.html", "/ui/%2F", "/ui/app.js", "/ui/x.js.map",
+            "/ui/?x=" + "%" * 300, "/ui/%C3%A9", "/ui/%FF", "/ui/..;/api", "/ui/.git/config", "/ui/%c0%ae%c0%ae/", "/UI/", "/ui/*"]
+
+
+def family_ui(p: Probe, rng: random.Random, until: float) -> None:
+    while time.monotonic() < until:
+        path = rng.choice(UI_PATHS)
+        method = rng.choice(["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "PROPFIND"])
+        headers = {}
+        r = rng.random()
+        if r < 0.2:
+            headers["X-Big"] = "a" * rng.choice([8000, 16000, 100000])
+        elif r < 0.3:
+            headers["Range"] = rng.choice(["bytes=0-0", "bytes=-1", "bytes=9999999-", "bytes=a"])
+        elif r < 0.4:
+            headers["If-None-Match"] = rng.choice(["*", '"x"', "W/" * 1000])
+        elif r < 0.5:
+            headers["Authorization"] = rng.choice(["Bearer ", "Bearer " + "a" * 60000, "Basic x", "Bearer \x7f"])
+        body = rng.choice([None, b"", b"x" * 10000])
+        try:
+            p.send(method, path.encode("utf-8").decode("latin-1") if not path.isascii() else path, body, ctype=None,
+                   headers=headers)
+        except Exception as e:  # http.client refuses what it cannot send: nothing reached the server
+            print(f"(not sent: {e!r})")
+
+
+def family_gates(args, rng: random.Random, until: float, totals: dict) -> None:
+    from nanokube.machinery import featuregates
+
+    flags = []
+    for name, spec in featuregates.KNOWN.items():
+        flags += [["--feature-gates", f"{name}=true"], ["--feature-gates", f"{name}=false"]]
+    flags += [["--feature-gates", "AllAlpha=true,AllBeta=true"], ["--feature-gates", "AllBeta=false"]]
+    for key in ("resource.k8s.io/v1", "scheduling.k8s.io/v1beta1", "admissionregistration.k8s.io/v1beta1",
+                "resource.k8s.io/v1beta2", "batch/v1", "apps/v1", "autoscaling/v2", "policy/v1", "storage.k8s.io/v1",
+                "api/alpha", "api/beta", "certificates.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3"):
+        flags += [["--runtime-config", f"{key}=false"], ["--runtime-config", f"{key}=true"]]
+    rng.shuffle(flags)
+    for flag in flags:
+        if time.monotonic() > until:
+            break
+        totals["starts"] = totals.get("starts", 0) + 1
+        d = Path(tempfile.mkdtemp(prefix="fz60-gate-"))
+        try:
+            try:
+                server = start_cluster(d, "sqlite", tuple(flag))
+            except RuntimeError as e:
+                text = str(e)
+                log = (d / "nanokube.log").read_text(errors="replace")
+                lines = [ln for ln in log.splitlines() if ln.strip()]
+                if "Traceback" in log or len(lines) > 3:
+                    print(f"BROKEN gates: {' '.join(flag)} stopped with {len(lines)} lines:\n{log[-1500:]}", flush=True)
+                    totals["broken"] = totals.get("broken", 0) + 1
+                else:
+                    print(f"gates: {' '.join(flag)} refused: {lines[-1][:200] if lines else text[:200]}")
+                continue
+            p = Probe(server.kubeconfig, args, "gates")
+            try:
+                p.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+                rs = resources(p.raw)
+                for r in rs:
+                    if "list" in r.get("verbs", ()):
+                        p.send("GET", _url(r) + "?limit=5")
+                family_dra(p, rng, time.monotonic() + 1.5)
+                family_workloads(p, rng, time.monotonic() + 1.0)
+                family_shaped(p, rng, time.monotonic() + 2.0)
+            finally:
+                server.stop()
+            log = server.log_path.read_text(errors="replace")
+            if "Traceback" in log:
+                print(f"BROKEN gates: {' '.join(flag)}: a traceback in up's log:\n"
+                      f"{log[log.index('Traceback'):][:1500]}", flush=True)
+                p.broken += 1
+            totals["requests"] = totals.get("requests", 0) + p.requests
+            totals["broken"] = totals.get("broken", 0) + p.broken
+            print(f"gates: {' '.join(flag)}: started, {p.requests} requests, {p.broken} broken, {p.codes}", flush=True)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+#: the groups whose kinds carry alpha and beta gates' fields (workload-aware scheduling, DRA, jobs, pods)
+GATED_GROUPS = ("apis/scheduling.k8s.io", "apis/resource.k8s.io", "apis/batch", "api/v1", "apis/autoscaling")
+
+
+def family_restart(args, rng: random.Random, until: float, totals: dict) -> None:
+    """`up` with its default gates (nanokube's alpha ones on), objects of the gated groups created for a
+    third of the time, then `up` again on the same data with every alpha gate off (and then every beta
+    one): each stored object read, written back unchanged and labelled, every resource listed."""
+    from nanokube.machinery import featuregates
+
+    d = Path(tempfile.mkdtemp(prefix="fz60-restart-"))
+    offs = [",".join(f"{n}=false" for n, sp in featuregates.KNOWN.items() if sp.stage == stage and not sp.locked
+                     and n not in (featuregates.ALL_ALPHA, featuregates.ALL_BETA)) for stage in ("ALPHA", "BETA")]
+    try:
+        server = start_cluster(d, args.store)
+        p = Probe(server.kubeconfig, args, "restart")
+        try:
+            p.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+            family_shaped(p, rng, time.monotonic() + (until - time.monotonic()) / 3, dry_share=0.0, groups=GATED_GROUPS)
+        finally:
+            server.stop()
+        for off in offs:
+            try:
+                server = start_cluster(d, args.store, ("--feature-gates", off))
+            except RuntimeError as e:
+                print(f"BROKEN restart: up --feature-gates {off[:80]}... did not start: {str(e)[-600:]}", flush=True)
+                p.broken += 1
+                continue
+            p = Probe(server.kubeconfig, args, "restart")
+            try:
+                for r in resources(p.raw):
+                    if "list" not in r.get("verbs", ()) or not r["gv"].startswith(GATED_GROUPS):
+                        continue
+                    code, _, items = p.send("GET", f"/{r['gv']}/{r['name']}" if r["namespaced"] else _url(r))
+                    for item in (items.get("items") or []) if code == 200 else []:
+                        meta = item["metadata"]
+                        url = _url(r, meta["name"], meta.get("namespace") or NS)
+                        item.setdefault("apiVersion", r["gv"][5:] if r["gv"].startswith("apis/") else "v1")
+                        item.setdefault("kind", r["kind"])
+                        p.send("PUT", url + "?dryRun=All", item)
+                        p.send("PATCH", url, {"metadata": {"labels": {"fz60": "restarted"}}},
+                               ctype="application/merge-patch+json")
+                        if time.monotonic() > until:
+                            break
+            finally:
+                server.stop()
+                log = server.log_path.read_text(errors="replace")
+                if "Traceback" in log:
+                    print(f"BROKEN restart: a traceback in up's log:\n{log[log.index('Traceback') - 300:][:1500]}")
+                    p.broken += 1
+            print(f"restart ({off[:40]}...): {p.requests} requests, {p.broken} broken, {p.codes}", flush=True)
+            totals["requests"] = totals.get("requests", 0) + p.requests
+            totals["broken"] = totals.get("broken", 0) + p.broken
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+FAMILIES = {"shaped": family_shaped, "status": family_status, "psa": family_psa, "policies": family_policies, "crds": family_crds,
+            "dra": family_dra, "workloads": family_workloads, "ui": family_ui, "metrics": family_metrics}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("families", nargs="*", default=[*FAMILIES, "restart", "gates"])
+    ap.add_argument("--seed", type=int, default=60)
+    ap.add_argument("--minutes", type=float, default=1.0, help="per family")
+    ap.add_argument("--slow", type=float, default=5.0, help="an answer slower than this is broken")
+    ap.add_argument("--store", default="sqlite")
+    ap.add_argument("--out", default="fuzz-surfaces.jsonl")
+    ap.add_argument("--show", default="", help="codes (comma-separated) whose first answer of each shape is printed")
+    args = ap.parse_args()
+    args.show = {int(c) for c in args.show.split(",") if c}
+    totals: dict = {}
+    plain = [f for f in args.families if f not in ("gates", "restart")]
+    if plain:
+        d = Path(tempfile.mkdtemp(prefix="fz60-"))
+        server = start_cluster(d, args.store)
+        print(f"nanokube up (pid {server.proc.pid}) at {server.url}, data and log in {d}", flush=True)
+        try:
+            for family in plain:
+                rng = random.Random(f"{args.seed}/{family}")
+                p = Probe(server.kubeconfig, args, family)
+                p.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+                t0 = time.monotonic()
+                FAMILIES[family](p, rng, t0 + args.minutes * 60)
+                print(f"{family}: {p.requests} requests in {time.monotonic() - t0:.0f} s, {p.broken} broken, codes "
+                      f"{dict(sorted(p.codes.items()))}, slowest {p.slowest[0]:.2f} s ({p.slowest[1][:100]})", flush=True)
+                totals["requests"] = totals.get("requests", 0) + p.requests
+                totals["broken"] = totals.get("broken", 0) + p.broken
+        finally:
+            server.stop()
+            log = server.log_path.read_text(errors="replace")
+            for m in re.finditer(r"Traceback", log):
+                print(f"BROKEN: a traceback in up's log:\n{log[max(0, m.start() - 300):m.start() + 1500]}", flush=True)
+                totals["broken"] = totals.get("broken", 0) + 1
+            shutil.rmtree(d, ignore_errors=True)
+    if "restart" in args.families:
+        family_restart(args, random.Random(f"{args.seed}/restart"), time.monotonic() + args.minutes * 60, totals)
+    if "gates" in args.families:
+        family_gates(args, random.Random(f"{args.seed}/gates"), time.monotonic() + args.minutes * 60, totals)
+    print(f"total: {totals}")
+    return 1 if totals.get("broken") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
