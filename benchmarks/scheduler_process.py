@@ -8,8 +8,8 @@ Here `nanokube up` serves the API alone: the memory store, as the in-process mod
 `--api-workers N` > 1, which a memory store cannot serve), no audit log, no ServiceAccount admission
 (scheduler_perf's server disables it too), no controllers but the ResourceClaim controller for the
 DRA workloads, no node agents (`--cluster` with no nodes), no scheduler. `nanokube scheduler` runs
-on its kubeconfig with scheduler_perf's client limit (5000 / 5000; leader election on, as by
-default), and this process creates the workload's nodes and pods over HTTPS, 30 in flight as
+on its kubeconfig with scheduler_perf's client limit (5000 / 5000) and, as there, no leader
+election, and this process creates the workload's nodes and pods over HTTPS, 30 in flight as
 scheduler_perf's createPods op. Throughput is taken as the in-process mode takes it: from a watch
 of the bound pods (this process's informer, `spec.nodeName!=`), sampled once a second, the
 latency from each create's answer. Each process's CPU over the measured phase comes from /proc;
@@ -136,7 +136,8 @@ def run(workloads: list[Workload], progress: Progress = lambda _m: None, timeout
                                                          extra))
             port = _free_port()
             pid = stack.enter_context(scheduler_process(server, work, (
-                "--config", str(work / "scheduler.yaml"), "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                "--config", str(work / "scheduler.yaml"), "--leader-elect", "false",
+                "--bind-address", "127.0.0.1", "--secure-port", str(port),
                 "--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics")))
             procs = Processes(tuple(server_pids(server.pid)), pid)
             progress(f"{w.name}: nanokube pid {server.pid} serving {server.url}, nanokube scheduler pid {pid}")
