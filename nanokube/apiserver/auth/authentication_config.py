@@ -390,10 +390,25 @@ def _jwt(spec: dict, path: str, errs: list[FieldError]) -> Issuer:
         program = compile_expression(CLAIMS_ENV, str(extra["valueExpression"]), f"{q}.valueExpression", errs)
         if program is not None:
             issuer.extra[key] = program
+    username = issuer.username.expression
+    if username is not None and _selects(username.source, "email") and not any(
+            _selects(e.source, "email_verified") for e in (username, *issuer.extra.values(),
+                                                           *(e for e, _ in issuer.claim_expressions))):
+        errs.append(invalid(f"{p}.username.expression", username.source, EMAIL_UNVERIFIED))
     issuer.user_rules = [(program, str(rule.get("message") or "")) for program, rule in
                          compile_conditions(USER_ENV, spec.get("userValidationRules") or [],
                                             f"{path}.userValidationRules", errs)]
     return issuer
+
+
+EMAIL_UNVERIFIED = ("claims.email_verified must be used in claimMappings.username.expression or "
+                    "claimMappings.extra[*].valueExpression or claimValidationRules[*].expression when claims.email "
+                    "is used in claimMappings.username.expression")
+
+
+def _selects(source: str, claim: str) -> bool:
+    """Does an expression select `claims.<claim>` (or `claims.?<claim>`), as upstream's AST walk finds it?"""
+    return re.search(rf"\bclaims\s*\.\??\s*{claim}\b", source) is not None
 
 
 def _issuers(doc: dict) -> tuple[list[Issuer], list[FieldError]]:

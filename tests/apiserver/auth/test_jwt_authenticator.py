@@ -103,6 +103,24 @@ async def test_rbac_decides_for_the_mapped_user(tmp_path):
         api.close()
 
 
+async def test_an_email_username_needs_a_verified_email(tmp_path):
+    """With the username `claims.email` by expression, the config must read claims.email_verified
+    (here a claim validation rule); by claim, the token's email_verified, where present, must be true."""
+    rules = "  claimValidationRules:\n  - expression: 'claims.?email_verified.orValue(false)'\n"
+    async with Issuer().served() as issuer, \
+            served_with(tmp_path, issuer.config("    username:\n      expression: claims.email\n", rules)) as (server, _):
+        assert (await _whoami(server, issuer.token(email="a@x.io", email_verified=True)))["username"] == "a@x.io"
+        assert await _status(server, issuer.token(email="a@x.io", email_verified=False)) == 401
+        assert await _status(server, issuer.token(email="a@x.io")) == 401
+        (tmp_path / "authn.yaml").write_text(issuer.config("    username:\n      claim: email\n      prefix: ''\n"))
+        for _ in range(100):
+            if await _status(server, issuer.token(email="b@x.io")) == 201:  # no email_verified: fine by claim
+                break
+            await asyncio.sleep(0.1)
+        assert (await _whoami(server, issuer.token(email="b@x.io")))["username"] == "b@x.io"
+        assert await _status(server, issuer.token(email="b@x.io", email_verified=False)) == 401
+
+
 async def test_tokens_failing_a_check_are_unauthorized(tmp_path):
     async with Issuer().served() as issuer, served_with(tmp_path, issuer.config(MAPPINGS, RULES)) as (server, _):
         now = int(time.time())
@@ -195,6 +213,10 @@ PREFIXED = "    username:\n      claim: sub\n      prefix: ''"
     ("https://issuer.example", "[a]", PREFIXED + "\n    extra:\n    - key: kubernetes.io/x\n      valueExpression: claims.x",
      'jwt[0].claimMappings.extra[0].key: Invalid value: "kubernetes.io/x": k8s.io, kubernetes.io and their subdomains are '
      'reserved for Kubernetes use'),
+    ("https://issuer.example", "[a]", "    username:\n      expression: claims.email",
+     'jwt[0].claimMappings.username.expression: Invalid value: "claims.email": claims.email_verified must be used in '
+     "claimMappings.username.expression or claimMappings.extra[*].valueExpression or claimValidationRules[*].expression "
+     "when claims.email is used in claimMappings.username.expression"),
     ("https://kubernetes.default.svc.cluster.local", "[a]", PREFIXED,
      'jwt[0].issuer.url: Invalid value: "https://kubernetes.default.svc.cluster.local": URL must not overlap with '
      'disallowed issuers: [https://kubernetes.default.svc.cluster.local]'),
