@@ -244,7 +244,9 @@ class JobStrategy(Strategy):
         started, was_started = _at(status.get("startTime")), _at(old_status.get("startTime"))
         resuming = _true(old_status, "Suspended") and _false(status, "Suspended")
         if was_started is not None and started != was_started and not resuming and not spec.get("suspend"):
-            errs.append(required("status.startTime", "startTime cannot be removed for unsuspended job"))
+            # (kubernetes#136585, 1.36: Invalid with the new value, where it was a Required "cannot be removed")
+            errs.append(invalid("status.startTime", _time(status["startTime"]) if started is not None else None,
+                                "field is immutable for unsuspended job once set"))
         met, was_met = _true(status, "SuccessCriteriaMet"), _true(old_status, "SuccessCriteriaMet")
         if was_met and not met:
             errs.append(invalid("status.conditions", OMIT, "cannot disable the SuccessCriteriaMet=True condition"))

@@ -90,9 +90,9 @@ async def test_an_unsuspended_jobs_start_time_stays_but_for_a_resume(client):
     jobs = client.resource("batch", "v1", "jobs")
     cur = await jobs.create(job("ext", managedBy="kueue.x-k8s.io/multikueue"))
     cur = await jobs.update({**cur, "status": {"startTime": "2026-12-07T08:00:00Z"}}, subresource="status")
-    for status in ({"startTime": "2026-12-07T08:05:00Z"}, {}):
+    for status, bad in (({"startTime": "2026-12-07T08:05:00Z"}, "2026-12-07 08:05:00 +0000 UTC"), ({}, "null")):
         assert await refused(jobs, cur, status) == [
-            "status.startTime: Required value: startTime cannot be removed for unsuspended job"]
+            f"status.startTime: Invalid value: {bad}: field is immutable for unsuspended job once set"]
     suspended = {**cond("Suspended"), "reason": "JobSuspended"}
     cur = await jobs.update({**cur, "status": {**cur["status"], "conditions": [suspended]}}, subresource="status")
     resumed = {**suspended, "status": "False", "reason": "JobResumed"}
