@@ -149,6 +149,8 @@ class WebhookAuthorizer:
             request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
             with urllib.request.urlopen(request, context=self._ssl, timeout=self.spec.timeout) as r:
                 status = orjson.loads(r.read()).get("status") or {}
+            if not isinstance(status, dict):  # (decoding the review fails, as upstream's would)
+                raise ValueError("the SubjectAccessReview's status is not an object")
         except (OSError, ValueError, orjson.JSONDecodeError, AttributeError) as e:
             timed_out = isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError)
             result, error = "timeout" if timed_out else "error", e
