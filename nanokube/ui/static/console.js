@@ -323,6 +323,9 @@ function podReason(pod, failedScheduling) {
   return pod.status?.reason || "";
 }
 
+const podPhase = (pod) => (pod.metadata.deletionTimestamp ? "Terminating" : pod.status?.phase || "Pending");
+const restarts = (pod) => (pod.status?.containerStatuses || []).reduce((n, s) => n + (s.restartCount || 0), 0);
+
 function drawPods() {
   const failedScheduling = new Map();
   for (const e of items("events").sort((a, b) => eventTime(a) - eventTime(b))) {
@@ -333,11 +336,10 @@ function drawPods() {
   const pending = (pod) => (pod.spec.nodeName ? 1 : 0);
   const pods = items("pods").sort((a, b) => pending(a) - pending(b) || keyOf(a).localeCompare(keyOf(b)));
   const rows = pods.slice(0, MAX_ROWS).map((pod) => {
-    const phase = pod.metadata.deletionTimestamp ? "Terminating" : pod.status?.phase || "Pending";
-    const restarts = (pod.status?.containerStatuses || []).reduce((n, s) => n + (s.restartCount || 0), 0);
+    const phase = podPhase(pod);
     return el("tr", {"data-pod": keyOf(pod), "data-phase": phase},
       el("td", {}, pod.metadata.namespace), el("td", {}, podLink(pod)),
-      el("td", {class: `phase-${phase}`}, phase), el("td", {}, pod.spec.nodeName || ""), el("td", {}, restarts),
+      el("td", {class: `phase-${phase}`}, phase), el("td", {}, pod.spec.nodeName || ""), el("td", {}, restarts(pod)),
       el("td", {class: "reason"}, phase === "Running" ? "" : podReason(pod, failedScheduling)),
       el("td", {}, age(pod.metadata.creationTimestamp)),
       el("td", {}, link(logsHash(pod.metadata.namespace, pod.metadata.name), "logs")));
@@ -459,7 +461,7 @@ const OWNERS = ["/apis/apps/v1/namespaces/NS/replicasets", "/apis/apps/v1/namesp
                 "/apis/batch/v1/namespaces/NS/jobs"];
 let detail = null;
 
-async function list(path, signal) {
+async function readList(path, signal) {
   const query = new URLSearchParams({limit: String(MAX_ROWS)});
   return (await (await request(`${path}${path.includes("?") ? "&" : "?"}${query}`, signal)).json()).items;
 }
@@ -472,10 +474,10 @@ const settled = (promise) => promise.then((items) => ({items}), (e) => {
 
 async function podsOf(obj, plural, signal) {
   const {name, namespace: ns, uid} = obj.metadata;
-  if (plural === "nodes") return list(`/api/v1/pods?fieldSelector=${enc(`spec.nodeName=${name}`)}`, signal);
-  const pods = await list(`/api/v1/namespaces/${enc(ns)}/pods`, signal);
+  if (plural === "nodes") return readList(`/api/v1/pods?fieldSelector=${enc(`spec.nodeName=${name}`)}`, signal);
+  const pods = await readList(`/api/v1/namespaces/${enc(ns)}/pods`, signal);
   if (plural === "podgroups") return pods.filter((p) => p.spec.schedulingGroup?.podGroupName === name);
-  const owners = await Promise.all(OWNERS.map((path) => list(path.replace("NS", enc(ns)), signal).catch(() => [])));
+  const owners = await Promise.all(OWNERS.map((path) => readList(path.replace("NS", enc(ns)), signal).catch(() => [])));
   const candidates = [...owners.flat(), ...pods];
   const owned = new Set([uid]);
   for (let grew = true; grew;) {
@@ -493,7 +495,7 @@ async function podsOf(obj, plural, signal) {
 function eventsOf(obj, signal) {
   const ns = obj.metadata.namespace;
   const selector = enc(`involvedObject.uid=${obj.metadata.uid}`);
-  return list(`/api/v1${ns ? `/namespaces/${enc(ns)}` : ""}/events?fieldSelector=${selector}`, signal);
+  return readList(`/api/v1${ns ? `/namespaces/${enc(ns)}` : ""}/events?fieldSelector=${selector}`, signal);
 }
 
 // A JSON value as `kubectl get -o yaml` prints it: block style, strings quoted only where YAML would misread them.
@@ -534,10 +536,10 @@ function part(title, result, draw) {
 function podRows(pods) {
   return table(["Pod", "Phase", "Node", "Ready", "Restarts", "Reason", ""], pods.map((pod) => {
     const statuses = pod.status?.containerStatuses || [];
-    const phase = pod.metadata.deletionTimestamp ? "Terminating" : pod.status?.phase || "Pending";
+    const phase = podPhase(pod);
     return el("tr", {"data-pod": keyOf(pod)}, el("td", {}, podLink(pod)), el("td", {class: `phase-${phase}`}, phase),
       el("td", {}, pod.spec.nodeName || ""), el("td", {}, `${statuses.filter((s) => s.ready).length}/${pod.spec.containers.length}`),
-      el("td", {}, statuses.reduce((n, s) => n + (s.restartCount || 0), 0)),
+      el("td", {}, restarts(pod)),
       el("td", {class: "reason"}, phase === "Running" ? "" : podReason(pod, new Map())),
       el("td", {}, link(logsHash(pod.metadata.namespace, pod.metadata.name), "logs")));
   }));
