@@ -486,7 +486,7 @@ class JobController(Controller):
             return
         if managed_externally(job):
             return
-        if finished(job) or job["metadata"].get("deletionTimestamp"):
+        if finished(job):
             self.backoffs.pop(key, None)
             controls = self._controls(job)
             await self._remove_finalizers([p async for part in in_turns(self.pod_inf.list_namespace(
@@ -530,8 +530,12 @@ class JobController(Controller):
     async def _sync_job(self, key: str, job: dict, pods: list[dict],
                         satisfied: bool) -> tuple[str, Exception | None]:
         """manageJob's action (job_metrics) and the first failure of its creates or deletes, raised once
-        the status is written. Its passes over the Job's pods let the loop run every TURN pods (in_turns)."""
+        the status is written. Its passes over the Job's pods let the loop run every TURN pods (in_turns).
+        A Job being deleted (a foreground delete waiting on its pods) is tracked as any, its finished pods
+        counted before their finalizers go, but manageJob neither creates nor deletes pods for it, nor
+        does its Suspended condition change, as syncJob skips manageJob while a deletionTimestamp is set."""
         spec, now = job["spec"], self.clock.now()
+        manage = satisfied and not job["metadata"].get("deletionTimestamp")
         st = dict(job.get("status") or {})
         uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
         indexed = spec.get("completionMode") == "Indexed"
@@ -625,17 +629,18 @@ class JobController(Controller):
         st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
         if outcome:  # deleteActivePods: the finalizers stay, so the pods it stops count as failed
             removed, manage_failure = await self._delete_pods(key, job, active)
-        elif suspended and satisfied:  # manageJob's, which runs once the expectations are met
+        elif suspended and manage:  # manageJob's, which runs once the expectations are met
             removed, manage_failure = await self._delete_pods(key, job, active, untrack=True)
             action = job_metrics.PODS_DELETED
-        elif satisfied:
+        elif manage:
             try:
                 made, removed, manage_failure, action = await self._manage(
                     key, job, active, terminating, pods, succeeded, failed, done_idx | finishing | failed_idx,
                     delayed, now)
             except APIError as e:
                 manage_failure = e
-        self._set_suspended(st, suspended, now)
+        if not job["metadata"].get("deletionTimestamp"):
+            self._set_suspended(st, suspended, now)
         # manageJob's counts: the pods it just made are active, those it just deleted (a failed delete
         # left out, as upstream's deleteJobPods counts) terminating
         gone = {p["metadata"]["uid"] for p in removed}

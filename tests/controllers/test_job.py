@@ -623,6 +623,33 @@ async def test_a_deleted_jobs_own_pods_lose_the_tracking_finalizer_others_of_its
     assert (await pods.get("other", "default"))["metadata"]["finalizers"] == [TRACKING]
 
 
+async def test_a_job_being_deleted_counts_its_finished_pods_and_starts_no_more(env):
+    """syncJob goes on tracking a Job whose foreground delete waits on its pods: a pod that succeeds
+    meanwhile is counted before its finalizer goes, and manageJob, skipped while the deletionTimestamp
+    is set, makes no pod for the completions left (the finalizers were removed at once, uncounted)."""
+    client, ctrl, clock = env
+    pods, jobs = client.resource("", "v1", "pods"), client.resource("batch", "v1", "jobs")
+    await jobs.create(job(completions=3, parallelism=1))
+    [first] = await ticking(clock, lambda: live_pods(client, 1))
+    await jobs.delete("pi", "default", propagation_policy="Foreground")  # no garbage collector: it stays
+    await finish(client, first, "Succeeded")
+
+    async def counted():
+        j = await jobs.get("pi", "default")
+        return j if (j.get("status") or {}).get("succeeded") == 1 else None
+    assert (await ticking(clock, counted))["metadata"]["deletionTimestamp"]
+
+    async def released():
+        p = await pods.get(first["metadata"]["name"], "default")
+        return TRACKING not in (p["metadata"].get("finalizers") or [])
+    await ticking(clock, released)
+    await ticking(clock, idle(ctrl))
+    items, _ = await pods.list("default")
+    assert [p["metadata"]["name"] for p in items] == [first["metadata"]["name"]]
+    j = await jobs.get("pi", "default")
+    assert "Suspended" not in {c["type"] for c in j["status"].get("conditions") or []}
+
+
 async def test_creates_in_slow_start_batches_then_writes_its_status():
     """manageJob's slow start: five indexes to run, room for two pods. Batches of 1 and 2: the third
     create is refused and the last two are not tried; the status (startTime) is written all the same
