@@ -40,8 +40,9 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 const keyOf = (o) => (o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name);
 
 class Informer {
-  constructor(group, version, plural, {namespaced = true, watch = true} = {}) {
-    Object.assign(this, {group, version, plural, namespaced, watch});
+  // optional: an API a cluster may not serve (a CRD's): read only while discovery lists its group version
+  constructor(group, version, plural, {namespaced = true, watch = true, optional = false} = {}) {
+    Object.assign(this, {group, version, plural, namespaced, watch, optional});
     this.items = new Map();
     this.error = "";
   }
@@ -70,6 +71,11 @@ class Informer {
     let backoff = 1000;
     while (!signal.aborted) {
       try {
+        if (this.optional && !(await this.served(signal))) {
+          this.items = new Map();
+          await sleep(POLL_MS, signal);
+          continue;
+        }
         await this.list(signal);
         backoff = 1000;
         if (!this.watch) {
@@ -87,6 +93,11 @@ class Informer {
         backoff = Math.min(backoff * 2, 30000);
       }
     }
+  }
+
+  async served(signal) {
+    const groups = (await (await request("/apis", signal)).json()).groups || [];
+    return groups.some((g) => g.name === this.group && g.versions.some((v) => v.version === this.version));
   }
 
   async list(signal) {
@@ -164,6 +175,8 @@ const informers = {
   statefulsets: new Informer("apps", "v1", "statefulsets", {watch: false}),
   daemonsets: new Informer("apps", "v1", "daemonsets", {watch: false}),
   jobs: new Informer("batch", "v1", "jobs", {watch: false}),
+  jobsets: new Informer("jobset.x-k8s.io", "v1alpha2", "jobsets", {watch: false, optional: true}),
+  leaderworkersets: new Informer("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", {watch: false, optional: true}),
 };
 
 // --- quantities and requests ---------------------------------------------------------------------
@@ -400,19 +413,26 @@ const WORKLOADS = {
   daemonsets: ["DaemonSet", (o) => [o.status?.numberReady || 0, o.status?.desiredNumberScheduled || 0],
                (o) => `${o.status?.updatedNumberScheduled || 0} up-to-date, ${o.status?.numberAvailable || 0} available` +
                       (o.status?.numberMisscheduled ? `, ${o.status.numberMisscheduled} misscheduled` : "")],
-  jobs: ["Job", (o) => [o.status?.ready || 0, jobFinished(o) || o.spec.suspend ? 0 : o.spec.parallelism ?? 1],
+  jobs: ["Job", (o) => [o.status?.ready || 0, finished(o) || o.spec.suspend ? 0 : o.spec.parallelism ?? 1],
          (o) => `${o.status?.succeeded || 0}/${o.spec.completions ?? "-"} succeeded` +
                 (o.status?.failed ? `, ${o.status.failed} failed` : "") + (o.spec.suspend ? ", suspended" : "")],
+  // a JobSet counts its Jobs (one is ready when its pods are), a LeaderWorkerSet its groups (a leader and its workers)
+  jobsets: ["JobSet", (o) => [sum(o.status?.replicatedJobsStatus, "ready"),
+                              finished(o) ? 0 : sum(o.spec.replicatedJobs, "replicas", 1)],
+            (o) => `${sum(o.status?.replicatedJobsStatus, "succeeded")} jobs succeeded` +
+                   `, ${sum(o.status?.replicatedJobsStatus, "failed")} failed`],
+  leaderworkersets: ["LeaderWorkerSet", (o) => [o.status?.readyReplicas || 0, o.spec.replicas ?? 1],
+                     (o) => `${o.status?.updatedReplicas || 0} up-to-date, ${o.spec.leaderWorkerTemplate?.size ?? 1} pods a group`],
 };
-const jobFinished = (job) => ["Complete", "Failed"].find((type) => condition(job, type)?.status === "True");
+const sum = (list, field, missing = 0) => (list || []).reduce((n, x) => n + (x[field] ?? missing), 0);
+const finished = (job) => ["Complete", "Completed", "Failed"].find((type) => condition(job, type)?.status === "True");
 const STUCK = [["ReplicaFailure", "True"], ["Failed", "True"], ["Progressing", "False"], ["Available", "False"]];
 
 function workloadState(plural, o) {
   const [, readiness, counts] = WORKLOADS[plural];
   const [ready, desired] = readiness(o);
   const stuck = STUCK.map(([type, status]) => condition(o, type)?.status === status && condition(o, type)).find(Boolean);
-  const finished = plural === "jobs" && jobFinished(o);
-  return {ready, desired, counts: counts(o), problem: stuck ? `${stuck.reason}: ${stuck.message || ""}` : finished || ""};
+  return {ready, desired, counts: counts(o), problem: stuck ? `${stuck.reason}: ${stuck.message || ""}` : finished(o) || ""};
 }
 
 function drawWorkloads() {
@@ -423,9 +443,9 @@ function drawWorkloads() {
     const {namespace: ns, name} = o.metadata;
     return el("tr", {"data-workload": `${plural}/${ns}/${name}`},
       el("td", {}, WORKLOADS[plural][0]), el("td", {}, ns),
-      el("td", {}, link(objectHash(plural === "jobs" ? "batch/v1" : "apps/v1", plural, ns, name), name)),
+      el("td", {}, link(objectHash(`${informers[plural].group}/${informers[plural].version}`, plural, ns, name), name)),
       el("td", {class: ready < desired ? "warn" : "ok"}, `${ready}/${desired}`), el("td", {}, counts),
-      el("td", {class: problem === "Complete" ? "ok" : "reason"}, problem), el("td", {}, age(o.metadata.creationTimestamp)));
+      el("td", {class: ["Complete", "Completed"].includes(problem) ? "ok" : "reason"}, problem), el("td", {}, age(o.metadata.creationTimestamp)));
   });
   $("workload-rows").replaceChildren(...rows, ...more(all.length, 7));
 }
