@@ -2,7 +2,7 @@
 page makes is one examples/console/viewer.yaml grants (the informers' lists and watches, a
 workload's owner chain, pods/log); a token without pods/log gets upstream's 403 Status, whose
 message the log view shows; and an object's events are those whose involvedObject.uid is its uid,
-in its namespace or (a node's) across all."""
+in its namespace or (a node's) across all; a CRD's workloads are read once discovery lists them."""
 
 from __future__ import annotations
 
@@ -100,3 +100,24 @@ async def test_an_objects_events_are_found_by_its_uid(tmp_path):
         assert code == 200 and [e["reason"] for e in body["items"]] == ["mine"]
         code, body = await send(api, "GET", "/api/v1/events?fieldSelector=involvedObject.uid%3Dn-1&limit=500")
         assert code == 200 and [e["reason"] for e in body["items"]] == ["node-mine"]
+
+
+async def test_a_crds_workloads_are_read_once_discovery_lists_their_group_version(tmp_path):
+    """The Apps section reads JobSets and LeaderWorkerSets only while /apis lists their group version
+    (a poll of an absent CRD would be a 404 each time): absent before the CRD, listed after it."""
+    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures" / "crds" /
+                          "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text())
+
+    def served_versions(groups: dict) -> list[str]:
+        return [v["version"] for g in groups["groups"] if g["name"] == "leaderworkerset.x-k8s.io" for v in g["versions"]]
+
+    async with served(tmp_path) as (_, api):
+        assert served_versions((await send(api, "GET", "/apis"))[1]) == []
+        await asyncio.to_thread(utils.create_from_dict, api, crd)
+        for _ in range(100):
+            if served_versions((await send(api, "GET", "/apis"))[1]):
+                break
+            await asyncio.sleep(0.05)
+        assert "v1" in served_versions((await send(api, "GET", "/apis"))[1])
+        code, body = await send(api, "GET", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets?limit=500")
+        assert (code, body["items"]) == (200, [])
