@@ -18,8 +18,13 @@ class OwnWrites:
         self._after: dict[str, dict[str, dict]] = {}
 
     def wrote(self, key: str, before: dict, after: dict) -> None:
-        """`before` (the copy written from) became `after` (what the write returned)."""
-        self._after.setdefault(key, {})[before["metadata"]["resourceVersion"]] = after
+        """`before` (the copy written from) became `after` (what the write returned). A write that
+        changed nothing (another writer had stored the same status) returns the object at the
+        resourceVersion it was sent with: nothing is ahead of the informer then, and an entry from
+        a version to itself would keep `latest` going round it for ever."""
+        rv = before["metadata"]["resourceVersion"]
+        if after["metadata"]["resourceVersion"] != rv:
+            self._after.setdefault(key, {})[rv] = after
 
     def latest(self, key: str, obj: dict | None) -> dict | None:
         """`obj` (the informer's copy) with the writes made from it since applied."""

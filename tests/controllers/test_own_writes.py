@@ -28,3 +28,14 @@ def test_a_relist_that_skips_versions_leaves_nothing_behind():
     assert own._after == {}
     assert own.latest("ns/web", _obj(7, 5)) == _obj(7, 5)
     assert own.latest("ns/web", _obj(1, 0)) == _obj(1, 0), "a stale copy is not patched from forgotten writes"
+
+
+def test_a_write_that_changed_nothing_is_not_ahead_of_anything():
+    """Two controller-managers (leader election off) write one ReplicaSet's status: the second
+    write of the same status is a no-op that returns the resourceVersion it was sent with. That
+    entry pointed at itself and `latest` looped for ever, the controller-manager's loop with it
+    (its /metrics and /healthz unanswered, SIGTERM unheard)."""
+    own = OwnWrites()
+    own.wrote("ns/web", _obj(4, 2), _obj(4, 2))
+    assert own.latest("ns/web", _obj(4, 2)) == _obj(4, 2)
+    assert own._after == {}
