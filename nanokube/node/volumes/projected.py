@@ -62,7 +62,7 @@ async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> fl
             again.append(when)
     mode = src.get("defaultMode", DEFAULT_MODE)
     digest = _digest(out, mode)
-    wrapped_dir(mgr, pod, target, memory=True)
+    wrapped_dir(mgr, pod, vol, target, memory=True)
     if state.get(written) != digest or not os.path.lexists(os.path.join(target, DATA)):
         write_atomic(target, out, mode, fs_group(mgr, pod), mgr.clock)
         state[written] = digest
@@ -150,7 +150,7 @@ async def _trust_bundle(mgr: VolumeManager, volume: str, src: dict) -> dict[str,
 
 async def downward_api(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
     src = vol["downwardAPI"]
-    wrapped_dir(mgr, pod, target, memory=True)
+    wrapped_dir(mgr, pod, vol, target, memory=True)
     write_atomic(target, await downward_files(mgr, pod, src.get("items") or []), src.get("defaultMode", DEFAULT_MODE),
                  fs_group(mgr, pod), mgr.clock)
 

@@ -80,7 +80,7 @@ async def secret_files(mgr: VolumeManager, namespace: str, src: dict, volume: st
 async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
     """The ConfigMap's keys as files, projected again every RESYNC (files rewritten only when changed)."""
     src = vol["configMap"]
-    wrapped_dir(mgr, pod, target, memory=False)
+    wrapped_dir(mgr, pod, vol, target, memory=False)
     write_atomic(target, await config_map_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
                  src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod), mgr.clock)
     return mgr.clock.now() + RESYNC
@@ -88,7 +88,7 @@ async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> f
 
 async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
     src = vol["secret"]
-    wrapped_dir(mgr, pod, target, memory=True)
+    wrapped_dir(mgr, pod, vol, target, memory=True)
     write_atomic(target, await secret_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
                  src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod), mgr.clock)
     return mgr.clock.now() + RESYNC
@@ -102,20 +102,20 @@ async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> No
     so, as /tmp), its files each writer's own to remove; with the pod's fsGroup (`fs_group`) it is
     that group's and setgid, so what is made inside is the group's too (SetVolumeOwnership, which
     keeps the sticky bit)."""
-    memory = (vol.get("emptyDir") or {}).get("medium") == "Memory"
-    os.makedirs(target, exist_ok=True)
-    if memory and mgr.host_paths:
-        mgr.mount_tmpfs(pod, vol, target)
-    wrapped_dir(mgr, pod, target, memory)
+    wrapped_dir(mgr, pod, vol, target, (vol.get("emptyDir") or {}).get("medium") == "Memory")
 
 
-def wrapped_dir(mgr: VolumeManager, pod: dict, target: str, memory: bool) -> None:
+def wrapped_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str, memory: bool) -> None:
     """The volume's directory as the emptyDir a kubelet volume plugin wraps leaves it (an
     emptyDir's own, and the ConfigMap's on disk; the Memory one of a Secret, projected or
     downwardAPI volume): 0777, 1777 for a memory one (its tmpfs root), setgid and the fsGroup's
-    with one (SetVolumeOwnership's walk, which keeps the sticky bit). The kubelet mounts a tmpfs
-    for the last three too; here their files stay on disk."""
+    with one (SetVolumeOwnership's walk, which keeps the sticky bit). On the process runtime a
+    memory one is a tmpfs (VolumeManager.mount_tmpfs, of calculateEmptyDirMemorySize's size: the
+    wrapping emptyDir of a Secret, projected or downwardAPI volume has no sizeLimit), so a Secret's
+    files never touch the node's disk and `df`/`mount` in the container show a tmpfs."""
     os.makedirs(target, exist_ok=True)
+    if memory and mgr.host_paths:
+        mgr.mount_tmpfs(pod, vol, target)
     mode = 0o777 | (stat.S_ISVTX if memory else 0)
     if (group := fs_group(mgr, pod)) is not None:
         os.chown(target, -1, group)

@@ -2,6 +2,7 @@
 as the kubelet's emptyDir plugin mounts it, gone with the pod."""
 
 import json
+import os
 import time
 from types import SimpleNamespace
 
@@ -100,3 +101,35 @@ async def test_volume_modes_are_the_kubelets(env):
             data = await worker.logs("main", log_options({}, time.time()))
             return data if isinstance(data, bytes) and data.endswith(b"ready\n") else None
         assert (await eventually(written)).decode().splitlines() == [*lines, "ready"]
+
+
+async def test_secret_and_projected_volumes_are_a_tmpfs_of_the_pods_memory_limit(env):
+    """The secret and projected plugins wrap a Memory emptyDir without a sizeLimit: their files go
+    to a tmpfs (never the node's disk) sized by the pod's memory limit, unmounted with the pod."""
+    client, rt, _, tmp = env
+    await client.resource("", "v1", "secrets").create(
+        {"metadata": {"name": "hf", "namespace": "default"}, "data": {"token": "aGY="}})
+    script = f"cat {tmp}/hf/token; echo; cat {tmp}/info/name; echo; echo ready; sleep 300"
+    p = pod("reader", ["sh", "-c", script], grace=1, resources={"limits": {"memory": "64Mi"}},
+            volumeMounts=[{"name": v, "mountPath": f"{tmp}/{v}"} for v in ("hf", "info")])
+    p["spec"]["volumes"] = [{"name": "hf", "secret": {"secretName": "hf"}}, {"name": "info", "projected": {"sources": [
+        {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}}]
+    pods = client.resource("", "v1", "pods")
+    created = await pods.create(p)
+    await eventually(status_of(pods, "reader", phase("Running")))
+    worker = rt.pods[("default", "reader")]
+
+    async def written():
+        data = await worker.logs("main", log_options({}, time.time()))
+        return data if isinstance(data, bytes) and data.endswith(b"ready\n") else None
+    assert (await eventually(written)).decode().splitlines() == ["hf", "reader", "ready"]
+    volumes = [worker.agent.volumes.volume_dir(created["metadata"]["uid"], v) for v in ("hf", "info")]
+    for volume in volumes:
+        assert mounted(volume)
+        st = os.statvfs(volume)
+        assert st.f_blocks * st.f_frsize == 64 * 2**20
+    await pods.delete("reader", "default")
+
+    async def unmounted():
+        return not any(mounted(v) for v in volumes)
+    await eventually(unmounted)
