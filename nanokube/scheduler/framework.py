@@ -14,6 +14,7 @@ from operator import add, mul
 
 from .metrics import Metrics
 from ..machinery import featuregates
+from ..volume.attachment import uses_claims
 from ..machinery.podgroups import group_key
 from ..machinery.podresize import resize_parts, resources_spec
 from .resources import Resources, pod_requests, pod_requests_pair
@@ -410,6 +411,10 @@ class Framework:
         self.queue_sort = sorters[0]
         self.weights = {p.name: profile.weights.get(p.name, getattr(p, "default_weight", 1)) for p in self.points["score"]}
         self.waiting: dict[str, WaitingPod] = {}
+        #: the PreFilter plugins that skip every pod mounting no claim (`claims_only`: the volume
+        #: plugins), and the others: a pod without a claim skips the former on one look at its volumes
+        self._claims_only = {p.name for p in self.points["pre_filter"] if getattr(p, "claims_only", False)}
+        self._pre_filter_without_claims = [p for p in self.points["pre_filter"] if p.name not in self._claims_only]
         #: the plugins whose verdicts read in-memory state of their own that can change while no informer
         #: event nor cache change says so (DynamicResources' devices allocated in flight)
         self._versioned = [p.state_version for p in plugins if hasattr(p, "state_version")]
@@ -442,7 +447,11 @@ class Framework:
         plugin's pre-pass."""
         narrowed: set[str] | None = None
         timed = state.record_plugin_metrics
-        for p in self.points["pre_filter"]:
+        plugins = self.points["pre_filter"]
+        if self._claims_only and not uses_claims(info.pod):  # as each of them would: Skip
+            plugins = self._pre_filter_without_claims
+            state.skip_filter.update(self._claims_only)
+        for p in plugins:
             t = self.clock.monotonic() if timed else 0.0
             nodes, st = p.pre_filter(state, info)
             if timed:

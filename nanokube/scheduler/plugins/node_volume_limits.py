@@ -3,8 +3,9 @@ as its CSINode entry's allocatable.count says; a pod whose claims would take a d
 does not fit (`node(s) exceed max volume count`). Volumes are counted once per node by driver and
 handle: those of the pods on the node, those VolumeAttachments still hold there after their pods
 went, and the pod's own new ones; a claim not bound yet counts as a new volume of its class's
-provisioner. A node without a CSINode, or whose drivers give no count, has no limit. PreFilter
-skips a pod that mounts no claim: that one test is all a pod without volumes meets.
+provisioner. A node without a CSINode, or whose drivers give no count, has no limit. A pod that
+mounts no claim is skipped before its PreFilter (`claims_only`): the framework's one test of its
+volumes, shared with VolumeRestrictions and VolumeBinding, is all such a pod meets.
 
 The queueing hints, as upstream's: a CSINode added, or one whose driver's count grew; a pod with a
 claim volume that was on a node deleted; a claim the pod mounts created; a VolumeAttachment
@@ -16,16 +17,13 @@ import secrets
 from collections import Counter
 
 from ..framework import ASSIGNED_POD, SKIP, Action, ClusterEvent, Hint, Registration, Status, Code, unschedulable
+from ...volume.attachment import uses_claims
 from .volume_binding import PVC, pod_claims, uses_claim
 
 MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 CSI_NODE, VOLUME_ATTACHMENT = "CSINode", "VolumeAttachment"
 _STATE = "PreFilterNodeVolumeLimits"
 _NODE = "nodeName"
-
-
-def _claim_volume(v: dict) -> bool:
-    return "persistentVolumeClaim" in v or "ephemeral" in v
 
 
 def _limits(csinode: dict | None) -> dict[str, int]:
@@ -40,6 +38,8 @@ def _limits(csinode: dict | None) -> dict[str, int]:
 
 class NodeVolumeLimits:
     name = "NodeVolumeLimits"
+    #: its PreFilter skips a pod mounting no claim: the framework skips it for such a pod unasked
+    claims_only = True
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
@@ -62,10 +62,7 @@ class NodeVolumeLimits:
 
     def pre_filter(self, state, info):
         """The pod's own CSI volumes (unique name -> driver), or Skip for a pod mounting no claim."""
-        for v in info.pod["spec"].get("volumes") or ():  # a loop, not any(): this is every pod's cost
-            if "persistentVolumeClaim" in v or "ephemeral" in v:
-                break
-        else:
+        if not uses_claims(info.pod):
             return None, SKIP
         new: dict[str, str] = {}
         missing = self._count(info.pod, new, True)
@@ -83,7 +80,7 @@ class NodeVolumeLimits:
             return None
         held: dict[str, str] = {}
         for placed in node.pods.values():
-            if any(_claim_volume(v) for v in (placed.pod.get("spec") or {}).get("volumes") or ()):
+            if uses_claims(placed.pod):
                 self._count(placed.pod, held, False)
         counts = Counter(held.values())
         for va in self.attachments.by_index(_NODE, node.name):
@@ -137,7 +134,7 @@ class NodeVolumeLimits:
             spec = old.get("spec") or {}
             if not spec.get("nodeName") and not (old.get("status") or {}).get("nominatedNodeName"):
                 return Hint.SKIP
-            return Hint.QUEUE if any(_claim_volume(v) for v in spec.get("volumes") or ()) else Hint.SKIP
+            return Hint.QUEUE if uses_claims(old) else Hint.SKIP
 
         def claim_hint(pod: dict, old, new) -> Hint:
             return Hint.QUEUE if uses_claim(pod, new) else Hint.SKIP

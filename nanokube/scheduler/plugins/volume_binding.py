@@ -78,6 +78,8 @@ class _Cycle:
 
 class VolumeBinding:
     name = "VolumeBinding"
+    #: its PreFilter skips a pod mounting no claim: the framework skips it for such a pod unasked
+    claims_only = True
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle

@@ -16,6 +16,8 @@ _STATE = "PreFilterVolumeRestrictions"
 
 class VolumeRestrictions:
     name = "VolumeRestrictions"
+    #: its PreFilter skips a pod mounting no claim: the framework skips it for such a pod unasked
+    claims_only = True
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
