@@ -36,8 +36,8 @@ from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden, namespace_policy
 from .apf import long_running
 from .auth.authentication_config import ALLOW_ALL as ANONYMOUS_ALLOWED
-from .auth.authorizer import USER, request_attributes
-from .auth.impersonation import impersonate
+from .auth.authorizer import USER, Decision, decide, request_attributes
+from .auth.impersonation import asks as asks_impersonation, impersonate
 from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
@@ -191,8 +191,8 @@ class APIServer:
                                            legacy_used=self._legacy_token_used) if pki else None
         #: (namespace, secret) -> the day its legacy token's use was last labelled, or is being
         self._legacy_days: dict[tuple[str, str], str] = {}
-        self.handlers.streams.authorize = self.authorizer.authorize
-        self.handlers.reviews = self.rest.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
+        self.handlers.streams.authorize = self.decide
+        self.handlers.reviews = self.rest.reviews = Reviews(self.decide, self.rbac.rules_for,
                                                             self._token_review if self.tokens else None)
         self.handlers.sub.tokens = self.tokens
         #: who may go without credentials, and where (--anonymous-auth, the authentication config's `anonymous`)
@@ -247,12 +247,16 @@ class APIServer:
 
     def use_authorizer(self, authorizer) -> None:
         """Decide by `authorizer` (--authorization-config's controller) from now on: requests by its
-        authorize_async, and every synchronous caller (reviews, impersonation, admission, streams)
-        by its authorize; before the server starts."""
+        authorize_async, reviews, impersonation, streams and admission's RBAC checks by `decide`
+        (its authorize_async too); before the server starts."""
         self.authorization = self.authorizer = self.rest.admission.authorizer = authorizer
-        self.handlers.streams.authorize = self.handlers.reviews.authorize = authorizer.authorize
-        self.handlers.reviews.rules_for = authorizer.rules_for
+        self.handlers.reviews.rules_for, self.handlers.reviews.unlisted = authorizer.rules_for, authorizer.unlisted
         self.authorize_async = authorizer.authorize_async
+
+    async def decide(self, user: User, a) -> Decision:
+        """The server's authorizer on `user` doing `a` (`authorizer.decide`: a webhook's round trip
+        off the event loop)."""
+        return await decide(self.authorizer, user, a)
 
     @property
     def url(self) -> str:
@@ -604,10 +608,11 @@ class APIServer:
         # audited from here (RequestReceived), as upstream's audit filter follows authentication
         if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
             return refused
-        try:
-            user = impersonate(headers, user, self.authorizer.authorize)
-        except errors.APIError as e:
-            return error_response(e)
+        if asks_impersonation(headers):  # (most requests carry none: no coroutine for them)
+            try:
+                user = await impersonate(headers, user, self.decide)
+            except errors.APIError as e:
+                return error_response(e)
         attrs = request_attributes(request)
         decide = self.authorize_async
         decision = self.authorizer.authorize(user.name, user.groups, attrs) if decide is None else await decide(user, attrs)

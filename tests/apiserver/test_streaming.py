@@ -144,7 +144,7 @@ async def test_a_websocket_upgrade_also_needs_create_on_the_subresource(server):
 
     asked = []
 
-    def authorize(user, groups, attrs):
+    async def authorize(user, attrs):
         asked.append((attrs.verb, attrs.resource, attrs.subresource))
         return Decision(False, "")
     server.handlers.streams.authorize = authorize

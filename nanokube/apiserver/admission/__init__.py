@@ -96,8 +96,8 @@ class Admission:
         #: PodSecurity (Pod Security Standards by namespace labels)
         self.pod_security = PodSecurity(rest)
         #: in-tree validating plugins after the built-ins, in upstream's order
-        self.validators = [self.limit_ranger, self.pod_security, self.claim_resize, self.runtime_class,
-                           CertificateSigners(self.plugins)]
+        self.validators = [self.limit_ranger, self.pod_security, self.claim_resize, self.runtime_class]
+        self.signers = CertificateSigners(self.plugins)
         #: RBAC escalation prevention, on the mutated object before the registry validates it
         self.escalation = RBACEscalation(self.plugins)
         #: (mutators, validators) that can act on a (group, plural), in order: most writes are of
@@ -200,7 +200,7 @@ class Admission:
                 if not (state.changed or policies.changed):
                     break  # nothing changed the object: no second round
         if a.res.group == ESCALATION_GROUP:
-            self.escalation.validate(a)
+            await self.escalation.validate(a)
 
     async def _mutate_in_tree(self, a: Attributes) -> None:
         if self.service_account is None or a.res.plural != "pods" or a.operation != "CREATE" \
@@ -236,6 +236,8 @@ class Admission:
                 await self.service_account.validate(a)
             for p in self._plugins_for(a.res)[1]:
                 p.validate(a)
+            if a.res.group == "certificates.k8s.io":
+                await self.signers.validate(a)
         if not exempt(a.res) and self.configs.configured():
             self._with_authorizer(a)
             await self.validating_policies.validate(a)

@@ -81,8 +81,6 @@ class BuiltinPlugins:
 
     def validate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         """The in-tree validating plugins, on the final object."""
-        if res.group == "certificates.k8s.io" and res.plural == "clustertrustbundles" and self.authorizer is not None:
-            attest(self.authorizer, obj, old, opts.user)
         if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
             _subject_restriction(obj)
         if res.group == "resource.k8s.io" and res.plural in ("resourceclaims", "resourceclaimtemplates") \
@@ -202,22 +200,25 @@ class BuiltinPlugins:
 
 
 class CertificateSigners:
-    """CertificateApproval and CertificateSigning (restriction.certificate_signers) on writes through a
-    CertificateSigningRequest's /approval and /status, once the server's authorizer is known; and the
+    """The checks on signer permissions, once the server's authorizer is known: ClusterTrustBundleAttest
+    (restriction.attest); CertificateApproval and CertificateSigning (restriction.certificate_signers)
+    on writes through a CertificateSigningRequest's /approval and /status; and the
     PodCertificateRequest status strategy's `sign` check (restriction.pod_certificate_signer), which
-    needs the authorizer too and comes, as upstream's, after the status validation."""
-
-    validates = frozenset({("certificates.k8s.io", "certificatesigningrequests"),
-                           ("certificates.k8s.io", "podcertificaterequests")})
+    comes, as upstream's, after the status validation. Awaited: the authorizer may ask a webhook."""
 
     def __init__(self, plugins: BuiltinPlugins) -> None:
         self.plugins = plugins
 
-    def validate(self, a) -> None:
-        if self.plugins.authorizer is None or a.operation != "UPDATE" or a.old is None:
+    async def validate(self, a) -> None:
+        authorizer = self.plugins.authorizer
+        if authorizer is None or a.res.group != "certificates.k8s.io":
             return
-        if a.res.plural == "podcertificaterequests":
+        if a.res.plural == "clustertrustbundles":
+            await attest(authorizer, a.obj, a.old, a.opts.user)
+        elif a.operation != "UPDATE" or a.old is None:
+            return
+        elif a.res.plural == "podcertificaterequests":
             if a.subresource == "status":
-                pod_certificate_signer(self.plugins.authorizer, a.obj, a.old, a.opts.user)
-        else:
-            certificate_signers(self.plugins.authorizer, a.subresource, a.obj, a.old, a.opts.user)
+                await pod_certificate_signer(authorizer, a.obj, a.old, a.opts.user)
+        elif a.res.plural == "certificatesigningrequests":
+            await certificate_signers(authorizer, a.subresource, a.obj, a.old, a.opts.user)

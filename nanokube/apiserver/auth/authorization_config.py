@@ -10,7 +10,10 @@ is (authorizedTTL 5m, unauthorizedTTL 30s, both cached), and reloaded when it ch
 one stops `up`, or on reload is logged and counted while the last good one stays.
 
 Without the flag the server's own chain (Node, then RBAC) runs as before, synchronously; with
-it, a request is decided by `authorize_async`, whose webhooks' round trips run in threads."""
+it, a request, a review, impersonation, an exec's upgrade and admission's RBAC and signer checks
+are decided by `authorize_async` (authorizer.decide), whose webhooks' round trips run in threads.
+SelfSubjectRulesReview lists RBAC's rules, incomplete where a Webhook (or, for a node, Node) is
+in the chain."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from .authentication_config import ConfigError, aggregate, compile_conditions, d
 from .authentication_controller import id_hash
 from .config_reload import ReloadedConfig
 from .authorizer import Attributes, Decision
-from .node import NodeAuthorizer
+from .node import NodeAuthorizer, node_of
 from .webhook import ALLOW, DENY, NO_OPINION, WebhookAuthorizer, WebhookSpec, review_spec
 
 log = logging.getLogger(__name__)
@@ -234,8 +237,8 @@ class AuthorizationMetrics:
 
 
 class ConfiguredAuthorizer:
-    """The authorizers of a configuration, in order (`authorize` for the synchronous callers,
-    `authorize_async` for requests)."""
+    """The authorizers of a configuration, in order (`authorize_async` off the loop; `authorize`
+    blocks for a webhook's round trip: only CEL's `authorizer` in admission still asks it so)."""
 
     def __init__(self, specs: list[AuthorizerSpec], node: NodeAuthorizer, rbac, metrics: AuthorizationMetrics,
                  clock: Clock = REAL) -> None:
@@ -314,6 +317,17 @@ class AuthorizationController(ReloadedConfig):
     def rules_for(self, *args):
         """What SelfSubjectRulesReview lists: RBAC's rules (a webhook's are not enumerable)."""
         return self.rbac.rules_for(*args)
+
+    def unlisted(self, user_name: str, groups: tuple[str, ...]) -> list[str]:
+        """Why the rules listed for a user may be incomplete, as upstream's rule resolvers say it:
+        a webhook's rules are never known, a node's come from the Node authorizer's graph."""
+        why = []
+        for kind, _, _ in self.authorizer.chain:
+            if kind == "Webhook":
+                why.append("webhook authorizer does not support user rule resolution")
+            elif kind == "Node" and node_of(user_name, groups):
+                why.append("node authorizer does not support user rule resolution")
+        return list(dict.fromkeys(why))
 
     def build(self, text: str) -> ConfiguredAuthorizer:
         return ConfiguredAuthorizer(parse(text), self.node, self.rbac, self.metrics, self.clock)

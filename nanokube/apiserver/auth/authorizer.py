@@ -43,6 +43,13 @@ class Decision:
     reason: str = ""
 
 
+async def decide(authorizer, user: User, a: Attributes) -> Decision:
+    """`authorizer`'s decision on `user` doing `a`, awaited through its `authorize_async` where it has
+    one (an authorization config's, whose webhooks' round trips must not hold the event loop)."""
+    asking = getattr(authorizer, "authorize_async", None)
+    return authorizer.authorize(user.name, user.groups, a) if asking is None else await asking(user, a)
+
+
 def _truthy(v: str | None) -> bool:
     return v in ("true", "1", "True")
 
@@ -114,17 +121,20 @@ def forbidden(user_name: str, a: Attributes, reason: str = "") -> errors.APIErro
     return errors.APIError(403, "Forbidden", msg, details)
 
 
-def access_review(decide, body: dict) -> dict:
-    """A SelfSubjectAccessReview's answer: `decide(attributes) -> Decision`
-    for the requesting user, applied to the attributes the review names."""
+def review_attributes(body: dict) -> Attributes:
+    """The attributes an access review's spec names."""
     spec = body.get("spec") or {}
     ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if ra is not None:
-        a = Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
-                       ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
-    else:
-        a = Attributes((nra or {}).get("verb", ""), (nra or {}).get("path", ""))
-    d = decide(a)
+        return Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
+                          ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+    return Attributes((nra or {}).get("verb", ""), (nra or {}).get("path", ""))
+
+
+def access_review(d: Decision, body: dict) -> dict:
+    """A SelfSubjectAccessReview's answer: the requesting user's decision `d` on the attributes
+    the review names (`review_attributes`)."""
+    spec = body.get("spec") or {}
     status: dict = {"allowed": d.allowed}
     if d.reason:
         status["reason"] = d.reason

@@ -8,7 +8,7 @@ a user allowed to create RoleBindings could bind itself cluster-admin."""
 from __future__ import annotations
 
 from ...machinery import errors
-from .authorizer import Attributes
+from .authorizer import Attributes, decide
 from .rbac import MASTERS
 
 GROUP = "rbac.authorization.k8s.io"
@@ -123,7 +123,7 @@ class RBACEscalation:
     def __init__(self, plugins) -> None:
         self.plugins = plugins
 
-    def validate(self, a) -> None:
+    async def validate(self, a) -> None:
         authorizer, user = self.plugins.authorizer, a.opts.user
         rbac = getattr(authorizer, "rbac", None)
         if rbac is None or user is None or MASTERS in user.groups or a.operation not in ("CREATE", "UPDATE"):
@@ -133,7 +133,7 @@ class RBACEscalation:
         plural, name, ns = a.res.plural, a.obj["metadata"].get("name", ""), a.namespace or ""
         if plural in ("roles", "clusterroles"):
             asked = Attributes("escalate", "", True, GROUP, "*", plural, "", ns, name if a.operation == "UPDATE" else "")
-            if authorizer.authorize(user.name, user.groups, asked).allowed:
+            if (await decide(authorizer, user, asked)).allowed:
                 return
             why = not_held(rbac, user, ns, a.obj.get("rules") or [])
             # (an update's too where the old role had one: dropping it stops what it gathers being tightened)
@@ -146,7 +146,7 @@ class RBACEscalation:
             if kind is None:  # upstream answers 500 (GetRoleReferenceRules' plain error); validation's 422 here
                 return
             bind = Attributes("bind", "", True, ref.get("apiGroup", ""), "", kind, "", ns, ref.get("name", ""))
-            if authorizer.authorize(user.name, user.groups, bind).allowed:
+            if (await decide(authorizer, user, bind)).allowed:
                 return
             role = rbac.source.get(kind, ns if kind == "roles" else None, ref.get("name", ""))
             if role is None:

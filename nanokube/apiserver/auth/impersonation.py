@@ -62,15 +62,13 @@ def _go_reference(request: tuple[str, str, str, str]) -> str:
     return "{" + " ".join((kind, ns, name, "", api, "", key)) + "}"
 
 
-def _asks(headers) -> bool:
+def asks(headers) -> bool:
     """Does any header ask for impersonation? (One scan of the names, as text: most requests carry none.)"""
     return "impersonate-" in "\n".join(headers.keys()).lower()
 
 
-def impersonate(headers, requester: User, authorize) -> User:
-    """The user a request runs as; `authorize(name, groups, attributes) -> Decision`."""
-    if not _asks(headers):
-        return requester
+async def impersonate(headers, requester: User, authorize) -> User:
+    """The user a request runs as; `await authorize(user, attributes) -> Decision`."""
     requests = _requests(headers)
     if not requests:
         return requester
@@ -94,7 +92,7 @@ def impersonate(headers, requester: User, authorize) -> User:
         else:
             a = Attributes("impersonate", "", True, "authentication.k8s.io", "v1", "uids", "", "", value)
             uid = value
-        decision = authorize(requester.name, requester.groups, a)
+        decision = await authorize(requester, a)
         if not decision.allowed:
             raise forbidden(requester.name, a, decision.reason)
     if name != "system:anonymous":

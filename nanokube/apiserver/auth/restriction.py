@@ -11,7 +11,7 @@ import json
 
 from ...machinery import errors
 from ...machinery.validation import forbidden
-from .authorizer import Attributes
+from .authorizer import Attributes, decide
 from .node import LEASE_NAMESPACE, node_of
 
 MIRROR = "kubernetes.io/config.mirror"
@@ -130,7 +130,7 @@ def _pod_certificate_request(lookup, node: str, obj: dict) -> None:
                      f'UID of node "{node}"')
 
 
-def attest(authorizer, obj: dict, old: dict | None, user) -> None:
+async def attest(authorizer, obj: dict, old: dict | None, user) -> None:
     """ClusterTrustBundleAttest: writing a bundle for signer S needs verb
     `attest` on signers/S or signers/<domain>/*. An update that changes
     neither the signer nor the bundle needs nothing."""
@@ -141,19 +141,19 @@ def attest(authorizer, obj: dict, old: dict | None, user) -> None:
     if old is not None and (old.get("spec") or {}).get("signerName") == signer \
             and (old.get("spec") or {}).get("trustBundle") == spec.get("trustBundle"):
         return
-    if not authorized_for_signer(authorizer, user, "attest", signer):
+    if not await authorized_for_signer(authorizer, user, "attest", signer):
         raise _forbidden(CERTS, "clustertrustbundles", obj, f'user not permitted to attest for signerName "{signer}"')
 
 
-def authorized_for_signer(authorizer, user, verb: str, signer: str) -> bool:
+async def authorized_for_signer(authorizer, user, verb: str, signer: str) -> bool:
     """IsAuthorizedForSignerName: `verb` on signers/<signer>, or on signers/<its domain>/*."""
     for name in (signer, signer.split("/", 1)[0] + "/*"):
-        if authorizer.authorize(user.name, user.groups, Attributes(verb, "", True, CERTS, "", "signers", "", "", name)).allowed:
+        if (await decide(authorizer, user, Attributes(verb, "", True, CERTS, "", "signers", "", "", name))).allowed:
             return True
     return False
 
 
-def certificate_signers(authorizer, subresource: str, obj: dict, old: dict, user) -> None:
+async def certificate_signers(authorizer, subresource: str, obj: dict, old: dict, user) -> None:
     """CertificateApproval and CertificateSigning: approving a CertificateSigningRequest (/approval)
     needs `approve` on its signer; changing its certificate or conditions through /status needs `sign`."""
     if subresource == "approval":
@@ -166,18 +166,18 @@ def certificate_signers(authorizer, subresource: str, obj: dict, old: dict, user
         verb, signer = "sign", (old.get("spec") or {}).get("signerName") or ""
     else:
         return
-    if not authorized_for_signer(authorizer, user, verb, signer):
+    if not await authorized_for_signer(authorizer, user, verb, signer):
         raise _forbidden(CERTS, "certificatesigningrequests", obj, f'user not permitted to {verb} requests with signerName "{signer}"')
 
 
-def pod_certificate_signer(authorizer, obj: dict, old: dict, user) -> None:
+async def pod_certificate_signer(authorizer, obj: dict, old: dict, user) -> None:
     """The PodCertificateRequest status strategy's check (upstream's is in its registry, after the
     status validation, not in CertificateSigning admission): any change to the status needs `sign`
     on the stored signer; refused as Invalid on spec.signerName."""
     if (obj.get("status") or {}) == (old.get("status") or {}):
         return
     signer = (old.get("spec") or {}).get("signerName") or ""
-    if not authorized_for_signer(authorizer, user, "sign", signer):
+    if not await authorized_for_signer(authorizer, user, "sign", signer):
         raise errors.invalid(CERTS, "PodCertificateRequest", (obj.get("metadata") or {}).get("name", ""), [
             forbidden("spec.signerName", f'User "{user.name}" is not permitted to "sign" for signer "{signer}"')])
 

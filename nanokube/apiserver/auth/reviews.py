@@ -9,16 +9,13 @@ extension servers and kubelets).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ...clock import REAL, Clock
 from ...machinery import errors
 from ...machinery.meta import without_zero_creation
-from .authorizer import Attributes, Decision, access_review
-
-if TYPE_CHECKING:
-    from ...machinery.user import User
-
+from ...machinery.user import User
+from .authorizer import Decision, access_review, review_attributes
 
 def _answer(body: dict, kind: str, status: dict) -> dict:
     """The review answered; a zero creationTimestamp is left out (omitzero since 1.34), not null."""
@@ -55,7 +52,7 @@ def rules_review_status(resource_rules: list[dict], non_resource_rules: list[dic
 class Reviews:
     """Answers POSTs to review resources: `await reviews(res, body, user, namespace)`.
 
-    `authorize(name, groups, attributes) -> Decision` is the authorizer chain,
+    `await authorize(user, attributes) -> Decision` is the authorizer chain,
     `rules_for(name, groups, namespace) -> (resource rules, non-resource rules)`
     the RBAC rules, `authenticate(token, audiences) -> (User | None, audiences, error)`
     the token authenticator. More kinds register in `answers` by Kind.
@@ -66,6 +63,8 @@ class Reviews:
         self.authorize = authorize
         self.clock = clock
         self.rules_for = rules_for
+        #: `unlisted(name, groups) -> [why]`: the authorizers whose rules for a user rules_for cannot list
+        self.unlisted: Callable | None = None
         self.authenticate = authenticate
         self.answers: dict[str, Callable] = {
             "SelfSubjectAccessReview": self._self_access,
@@ -88,19 +87,14 @@ class Reviews:
         return await answer(body, user, namespace)
 
     async def _self_access(self, body: dict, user: User, namespace: str | None) -> dict:
-        return access_review(lambda a: self.authorize(user.name, user.groups, a), body)
+        return access_review(await self.authorize(user, review_attributes(body)), body)
 
-    def _decide_for_subject(self, spec: dict) -> Decision:
-        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-        if ra is not None:
-            a = Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
-                           ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
-        else:
-            a = Attributes(nra.get("verb", ""), nra.get("path", ""))
-        return self.authorize(spec.get("user", ""), tuple(spec.get("groups") or ()), a)
+    async def _decide_for_subject(self, spec: dict) -> Decision:
+        subject = User(spec.get("user", ""), tuple(spec.get("groups") or ()), spec.get("uid", ""), spec.get("extra") or {})
+        return await self.authorize(subject, review_attributes({"spec": spec}))
 
     async def _subject_access(self, body: dict, user: User, namespace: str | None) -> dict:
-        return _answer(body, "SubjectAccessReview", _status(self._decide_for_subject(body["spec"])))
+        return _answer(body, "SubjectAccessReview", _status(await self._decide_for_subject(body["spec"])))
 
     async def _local_subject_access(self, body: dict, user: User, namespace: str | None) -> dict:
         ra = body["spec"].get("resourceAttributes") or {}
@@ -110,7 +104,7 @@ class Reviews:
         if md.get("namespace") and md["namespace"] != namespace:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
         body = {**body, "metadata": {**md, "namespace": namespace}}
-        return _answer(body, "LocalSubjectAccessReview", _status(self._decide_for_subject(body["spec"])))
+        return _answer(body, "LocalSubjectAccessReview", _status(await self._decide_for_subject(body["spec"])))
 
     async def _self_rules(self, body: dict, user: User, namespace: str | None) -> dict:
         """Upstream answers with a new object, echoing nothing of the request, and needs a namespace."""
@@ -118,8 +112,12 @@ class Reviews:
         if not ns:
             raise errors.bad_request("no namespace on request")
         resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, ns)
-        return _answer({"apiVersion": body.get("apiVersion")}, "SelfSubjectRulesReview",
-                       rules_review_status(resource_rules, non_resource_rules))
+        status = rules_review_status(resource_rules, non_resource_rules)
+        unlisted = self.unlisted(user.name, user.groups) if self.unlisted is not None else []
+        if unlisted:  # (upstream's union of rule resolvers: their errors aggregated, one without brackets)
+            status["incomplete"] = True
+            status["evaluationError"] = unlisted[0] if len(unlisted) == 1 else f"[{', '.join(unlisted)}]"
+        return _answer({"apiVersion": body.get("apiVersion")}, "SelfSubjectRulesReview", status)
 
     async def _self_subject(self, body: dict, user: User, namespace: str | None) -> dict:
         """Who the requester is (`kubectl auth whoami`); stamped now, as upstream does."""

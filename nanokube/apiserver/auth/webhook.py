@@ -5,8 +5,10 @@ every matchCondition (CEL on `request`, the review's spec) holds; an answer is c
 authorizedTTL or unauthorizedTTL; a webhook that fails or times out (or a matchCondition that
 errs) is failurePolicy's: NoOpinion or Deny.
 
-The review is one blocking HTTPS round trip: the request path runs it in a thread, the
-synchronous callers (SubjectAccessReview, impersonation, admission's authorizer) where they are."""
+The review is one blocking HTTPS round trip: every caller that can await runs it in a thread
+(`decide_async`: requests, reviews, impersonation, exec's upgrade, admission's RBAC and signer
+checks); `decide` blocks where it is (CEL's `authorizer` in admission policies and webhooks'
+matchConditions, whose evaluation cannot await)."""
 
 from __future__ import annotations
 

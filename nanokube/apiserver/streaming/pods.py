@@ -42,7 +42,7 @@ class PodStreaming:
     def __init__(self, get_pod: Callable[[str, str], dict]):
         self.get_pod = get_pod
         self.node_servers: list[Callable[[str], NodeStreaming | None]] = []
-        #: the authorizer chain, `authorize(user, groups, attributes) -> Decision`; None serves unchecked
+        #: the authorizer chain, `await authorize(user, attributes) -> Decision`; None serves unchecked
         self.authorize: Callable | None = None
         #: CONNECT admission, `await admit(subresource, namespace, name, options, user)`; None admits all
         self.admit: Callable[..., Awaitable[None]] | None = None
@@ -55,14 +55,14 @@ class PodStreaming:
             t.cancel()
         await asyncio.gather(*self._sessions, return_exceptions=True)
 
-    def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
+    async def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
         """A WebSocket upgrade is a GET, authorized as `get`; it also needs `create`
         on the subresource (AuthorizePodWebsocketUpgradeCreatePermission, on in 1.37)."""
         user = request.get(USER)
         if self.authorize is None or user is None:
             return
         attrs = Attributes("create", request.path, True, "", "v1", "pods", sub, namespace, name)
-        decision = self.authorize(user.name, user.groups, attrs)
+        decision = await self.authorize(user, attrs)
         if not decision.allowed:
             raise forbidden(user.name, attrs, decision.reason)
 
@@ -70,7 +70,7 @@ class PodStreaming:
         if request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
         if request.method == "GET":
-            self._check_create(request, namespace, name, sub)
+            await self._check_create(request, namespace, name, sub)
         task = asyncio.current_task()
         self._sessions.add(task)
         try:

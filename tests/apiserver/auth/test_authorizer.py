@@ -2,7 +2,7 @@
 
 import pytest
 
-from nanokube.apiserver.auth.authorizer import Attributes, Decision, access_review, attributes_for, forbidden
+from nanokube.apiserver.auth.authorizer import Attributes, Decision, access_review, attributes_for, forbidden, review_attributes
 
 
 @pytest.mark.parametrize("method,path,query,want", [
@@ -49,14 +49,9 @@ def test_forbidden_subresource_and_nonresource():
 
 
 def test_access_review_uses_the_named_attributes():
-    seen = []
-
-    def decide(a):
-        seen.append(a)
-        return Decision(a.verb == "get", "because")
-
-    out = access_review(decide, {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "x"}}})
-    assert out["status"] == {"allowed": True, "reason": "because"}
-    assert seen[0] == Attributes("get", "", True, "", "", "pods", "", "x", "")
-    out = access_review(decide, {"spec": {"nonResourceAttributes": {"verb": "post", "path": "/x"}}})
-    assert out["status"]["allowed"] is False and seen[1] == Attributes("post", "/x")
+    body = {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "x"}}}
+    assert review_attributes(body) == Attributes("get", "", True, "", "", "pods", "", "x", "")
+    assert access_review(Decision(True, "because"), body)["status"] == {"allowed": True, "reason": "because"}
+    body = {"spec": {"nonResourceAttributes": {"verb": "post", "path": "/x"}}}
+    assert review_attributes(body) == Attributes("post", "/x")
+    assert access_review(Decision(False), body)["status"] == {"allowed": False}

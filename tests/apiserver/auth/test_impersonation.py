@@ -1,5 +1,6 @@
 """Impersonation headers: what is checked, who the request runs as."""
 
+import asyncio
 
 import aiohttp
 import pytest
@@ -7,7 +8,7 @@ from multidict import CIMultiDict
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.auth.authorizer import Decision
-from nanokube.apiserver.auth.impersonation import impersonate
+from nanokube.apiserver.auth.impersonation import impersonate as impersonate_async
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.user import User
 from nanokube.pki.ca import ensure_pki
@@ -18,10 +19,18 @@ BOB = User("bob", ("devs", "system:authenticated"))
 
 
 def allow_all(checked):
-    def authorize(name, groups, a):
+    async def authorize(user, a):
         checked.append((a.verb, a.group, a.resource, a.subresource, a.namespace, a.name))
         return Decision(True)
     return authorize
+
+
+async def deny_all(user, a):
+    return Decision(False)
+
+
+def impersonate(headers, requester, authorize):
+    return asyncio.run(impersonate_async(headers, requester, authorize))
 
 
 def headers(*pairs):
@@ -51,7 +60,7 @@ def test_service_account_gets_its_groups():
 
 def test_forbidden_and_groups_without_a_user():
     with pytest.raises(APIError) as e:
-        impersonate(headers(("Impersonate-User", "alice")), BOB, lambda *a: Decision(False))
+        impersonate(headers(("Impersonate-User", "alice")), BOB, deny_all)
     assert (e.value.code, e.value.message) == (403, 'users "alice" is forbidden: User "bob" cannot impersonate '
                                                     'resource "users" in API group "" at the cluster scope')
     with pytest.raises(APIError) as e:

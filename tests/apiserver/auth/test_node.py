@@ -1,11 +1,13 @@
 """The Node authorizer and the admission checks for node identities and
 trust-bundle attestation, over plain dict fixtures."""
 
+import asyncio
+
 import pytest
 
 from nanokube.apiserver.auth.authorizer import Attributes, Decision, attributes_for
 from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of, referenced
-from nanokube.apiserver.auth.restriction import attest, node_restriction
+from nanokube.apiserver.auth.restriction import attest as attest_async, node_restriction
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.user import User
 
@@ -137,6 +139,10 @@ class Signers:
 
 def bundle(signer="example.com/foo", pem="PEM"):
     return {"metadata": {"name": "example.com:foo:abc"}, "spec": {"signerName": signer, "trustBundle": pem}}
+
+
+def attest(*args):
+    asyncio.run(attest_async(*args))
 
 
 def test_attest_permission():

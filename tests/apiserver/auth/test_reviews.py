@@ -30,7 +30,11 @@ async def tokens(token, audiences):
     return ALICE_USER, list(audiences or ["https://kubernetes.default.svc.cluster.local"]), ""
 
 
-REVIEWS = Reviews(AUTHZ.authorize, AUTHZ.rules_for, tokens)
+async def decide(user, a):
+    return AUTHZ.authorize(user.name, user.groups, a)
+
+
+REVIEWS = Reviews(decide, AUTHZ.rules_for, tokens)
 
 
 def ask(plural, spec, user=ALICE_USER, namespace=None):
