@@ -22,6 +22,7 @@ from aiohttp import ClientError, web
 from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
+from .client import metrics as client_metrics
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors, featuregates
@@ -162,8 +163,9 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
     async def metrics(request: web.Request) -> web.Response:
         if request.method == "DELETE" and reset is not None:
             reset()
+            client_metrics.reset()
             return web.Response(text="metrics reset\n", headers=TEXT)
-        return exposition(request, registry, featuregates.GATES, PROCESS)
+        return exposition(request, registry, client_metrics.REGISTRY, featuregates.GATES, PROCESS)
 
     async def metrics_resources(request: web.Request) -> web.Response:
         served = resources()

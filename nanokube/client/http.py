@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 import orjson
@@ -26,6 +26,7 @@ from ..clock import REAL, Clock
 from ..machinery.errors import APIError, response_error
 from . import kubeconfig
 from .kubeconfig import Credentials
+from .metrics import LATENCY, REQUESTS
 
 JSON = "application/json"
 #: the auto header a session leaves out: the components ask for no gzip (rest.Config's DisableCompression,
@@ -113,6 +114,8 @@ class HTTPClient:
                  clock: Clock = REAL):
         self.creds = creds
         self.clock = clock
+        #: the `host` label of this client's request metrics (client-go's URL().Host)
+        self.host = urlsplit(creds.server).netloc
         self._rediscovery: asyncio.Task | None = None
         self.field_manager = field_manager
         self.user_agent = user_agent
@@ -226,22 +229,41 @@ class HTTPClient:
         is decoded and raised all the same)."""
         data = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
         headers = await self._headers({"Content-Type": content_type} if data is not None else None)
-        async with self._pool.session.request(method, self.creds.server + path, data=data, params=params,
-                                              headers=headers) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise _error(resp.status, raw)
-            return orjson.loads(raw) if raw and answer else None
+        start = self.clock.monotonic()
+        try:
+            async with self._pool.session.request(method, self.creds.server + path, data=data, params=params,
+                                                  headers=headers) as resp:
+                raw = await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            self.count(method, "<error>", start)
+            raise
+        self.count(method, str(resp.status), start)
+        if resp.status >= 400:
+            raise _error(resp.status, raw)
+        return orjson.loads(raw) if raw and answer else None
+
+    def count(self, method: str, code: str, start: float | None = None) -> None:
+        """client-go's request metrics: the result by code (`<error>` without an answer), and the latency
+        since `start` (none for a watch, whose request lasts as long as its stream)."""
+        REQUESTS.labels(code, method, self.host).inc()
+        if start is not None:
+            LATENCY.labels(method, self.host).observe(self.clock.monotonic() - start)
 
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
         """A GET of `path` (client-go's AbsPath: the metrics APIs, an aggregated APIService's paths): its
         document, or client-go's error for the answer (a Status's, else the generic one by its code)."""
         headers = await self._headers()
-        async with self._pool.session.get(self.creds.server + path, params=params, headers=headers) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise response_error(resp.status, raw)
-            return orjson.loads(raw)
+        start = self.clock.monotonic()
+        try:
+            async with self._pool.session.get(self.creds.server + path, params=params, headers=headers) as resp:
+                raw = await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            self.count("GET", "<error>", start)
+            raise
+        self.count("GET", str(resp.status), start)
+        if resp.status >= 400:
+            raise response_error(resp.status, raw)
+        return orjson.loads(raw)
 
     def resource(self, group: str, version: str, plural: str) -> HTTPResourceClient:
         res = self.index.get(group, version, plural)
@@ -310,8 +332,13 @@ class HTTPResourceClient:
             if v:
                 params[k] = v
         headers = await self.c._headers()
-        resp = await self.c._pool.session.get(self.c.creds.server + self._path(namespace), params=params,
-                                              headers=headers)
+        try:
+            resp = await self.c._pool.session.get(self.c.creds.server + self._path(namespace), params=params,
+                                                  headers=headers)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            self.c.count("GET", "<error>")
+            raise
+        self.c.count("GET", str(resp.status))
         if resp.status >= 400:
             raw = await resp.read()
             resp.release()

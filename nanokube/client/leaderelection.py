@@ -16,6 +16,7 @@ import aiohttp
 
 from ..machinery.errors import APIError
 from ..clock import REAL, Clock, parse_time
+from .metrics import LEADER
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class LeaderElector:
         while not await self.try_acquire_or_renew():
             await self.clock.sleep(self.retry_period)
         self.leading = True
+        LEADER.labels(self.name).set(1)  # leaderelection's leaderOn, leaderOff when the term ends
         log.info("%s: %s became leader", self.name, self.identity)
         work = asyncio.ensure_future(lead())
         renew = asyncio.ensure_future(self._keep_renewing())
@@ -47,6 +49,7 @@ class LeaderElector:
             await asyncio.wait([work, renew], return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.leading = False
+            LEADER.labels(self.name).set(0)
             for t in (work, renew):
                 t.cancel()
             await asyncio.gather(work, renew, return_exceptions=True)

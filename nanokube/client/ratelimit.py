@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from ..clock import Clock
+from .metrics import RATE_LIMITER, VERBS
 
 #: the requests that wait for a token (everything but `watch`)
 LIMITED = ("get", "list", "list_page", "create", "update", "patch", "delete", "delete_collection",
@@ -56,7 +57,8 @@ class TokenBucket:
         if at == self.last_event and at - 1 / self.qps >= now:
             self.last_event = at - 1 / self.qps
 
-    async def wait(self) -> None:
+    async def wait(self) -> float:
+        """Waits for a token; the seconds it waited."""
         now = self.clock.monotonic()
         if (at := self._take(now)) > now:
             try:
@@ -64,6 +66,8 @@ class TokenBucket:
             except asyncio.CancelledError:
                 self.cancel(at)
                 raise
+            return at - now
+        return 0.0
 
 
 class RateLimitedClient:
@@ -73,6 +77,14 @@ class RateLimitedClient:
 
     def __init__(self, client, bucket: TokenBucket | None) -> None:
         self.client, self.bucket = client, bucket
+        #: the `host` of rest_client_rate_limiter_duration_seconds: an HTTP client's (an in-process
+        #: client's waits are not counted, as its requests are not)
+        self.host: str | None = getattr(client, "host", None)
+
+    def throttled(self, wait: float, verb: str) -> None:
+        """client-go's tryThrottle observation: every wait on the bucket, none at all without one."""
+        if self.host is not None:
+            RATE_LIMITER.labels(verb, self.host).observe(wait)
 
     def __getattr__(self, name: str):
         return getattr(self.client, name)
@@ -86,7 +98,7 @@ class RateLimitedClient:
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
         """An AbsPath GET (the metrics APIs) waits on the bucket as any request of the clientset."""
         if self.bucket is not None:
-            await self.bucket.wait()
+            self.throttled(await self.bucket.wait(), "GET")
         return await self.client.get_raw(path, params)
 
 
@@ -100,11 +112,11 @@ class RateLimitedResource:
         attr = getattr(self.rc, name)
         if name not in LIMITED:
             return attr
-        owner = self.owner
+        owner, verb = self.owner, VERBS[name]
 
         async def request(*args, **kw):
             if owner.bucket is not None:
-                await owner.bucket.wait()
+                owner.throttled(await owner.bucket.wait(), verb)
             return await attr(*args, **kw)
         setattr(self, name, request)
         return request

@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from ipaddress import IPv4Address
 from pathlib import Path
@@ -22,6 +23,7 @@ from cryptography import x509
 
 from .conftest import running_cluster, wait_for
 from .test_kube_proxy import free_port
+from .test_stable_metrics import families
 
 _INSECURE = ssl.create_default_context()
 _INSECURE.check_hostname = False
@@ -107,6 +109,30 @@ def assert_metrics_guarded(c, port: int) -> str:
     return body
 
 
+#: component-base's restclient buckets, the same for the request and the rate limiter latency
+_REST_CLIENT = [f"{b:g}" for b in (0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60)] + ["+Inf"]
+
+
+def assert_client_metrics(c, body: str, lease: str) -> None:
+    """client-go's request metrics (component-base's restclient names, labels and buckets) and
+    leaderelection's gauge, as the kubernetes-mixin's scheduler and controller-manager dashboards read them."""
+    fams, host = families(body), urllib.parse.urlsplit(c.url).netloc
+    for name, kind, labels in (("rest_client_requests_total", "counter", ["code", "host", "method"]),
+                               ("rest_client_request_duration_seconds", "histogram", ["host", "verb"]),
+                               ("rest_client_rate_limiter_duration_seconds", "histogram", ["host", "verb"]),
+                               ("leader_election_master_status", "gauge", ["name"])):
+        assert name in fams, f"{name}: not served"
+        assert (name, fams[name]["type"], sorted(fams[name]["labels"])) == (name, kind, labels)
+        if kind == "histogram":
+            assert fams[name]["le"] == _REST_CLIENT
+    assert counter(body, "leader_election_master_status", name=lease) == 1
+    # the lease is read through the leader-election client's bucket
+    assert counter(body, "rest_client_requests_total", code="200", method="GET", host=host) >= 1
+    assert counter(body, "rest_client_request_duration_seconds_count", verb="GET", host=host) >= 1
+    assert counter(body, "rest_client_rate_limiter_duration_seconds_count", verb="GET", host=host) >= 1
+    assert counter(body, "rest_client_requests_total", code="201", method="POST", host=host) >= 1
+
+
 def assert_zpages(c, port: int, name: str, paths: list[str]) -> None:
     """/statusz and /flagz for the bootstrap system:monitoring role only: text by default, the
     structured v1beta1 kinds when asked for."""
@@ -170,6 +196,7 @@ def test_scheduler_secure_port(bare):
         body = assert_metrics_guarded(c, port)
         assert counter(body, "scheduler_schedule_attempts_total", result="scheduled",
                        profile="default-scheduler") >= 1
+        assert_client_metrics(c, body, "kube-scheduler")  # its POSTs: the binding, the Event
 
         # component-base's slis: the checks /readyz and /healthz ran above, by endpoint
         token = c.kubectl("create", "token", "scraper").stdout.strip()
@@ -242,6 +269,7 @@ def test_controller_manager_secure_port(bare):
 
         body = assert_metrics_guarded(c, port)
         assert counter(body, "job_controller_job_pods_creation_total", reason="new", status="succeeded") >= 1
+        assert_client_metrics(c, body, "kube-controller-manager")  # its POSTs: the Job's pod among them
         # client-go's workqueue metrics, by the queue names upstream's controllers give
         assert counter(body, "workqueue_adds_total", name="job") >= 1
         assert counter(body, "workqueue_work_duration_seconds_count", name="job") >= 1
@@ -285,6 +313,9 @@ def test_a_standby_scheduler_is_ready(bare):
         assert sorted(attempts)[0] == 0 and sorted(attempts)[1] >= 1, "one scheduled, the standby did not"
         # /metrics/resources: the pods' requests and limits, from the leader only
         leader, standby = sorted(ports, key=lambda p: -attempts[ports.index(p)])
+        # leaderelection's gauge: 1 on the leader; none on a standby that never led (leaderOn never ran)
+        assert counter(get(leader, "/metrics", token)[1], "leader_election_master_status", name="kube-scheduler") == 1
+        assert 'leader_election_master_status{name="kube-scheduler"}' not in get(standby, "/metrics", token)[1]
         assert get(standby, "/metrics/resources", token)[:2] == (200, "")
         code, body, _ = get(leader, "/metrics/resources", token)
         labels = dict(namespace="default", pod="by-the-leader", node=node, scheduler="default-scheduler", priority="0")
