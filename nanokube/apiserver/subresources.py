@@ -68,6 +68,10 @@ def pod_container(pod: dict, container: str) -> str:
     return container
 
 
+def _evicted() -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
 def _same_namespace(body: dict, namespace: str) -> None:
     """The create handler's EnsureObjectNamespaceMatchesRequestNamespace, before a subresource's REST Create
     reads the object (a Binding, an Eviction, a TokenRequest): one naming another namespace is a 400."""
@@ -262,11 +266,12 @@ class Subresources:
             # propagateDryRun: the body's dryRun (kubectl drain --dry-run=server sends it there, not in
             # the query) makes the budget's check and the pod's delete dry runs too
             opts = dataclasses.replace(opts, dry_run=True)
-        pod = self.rest._entry(pods, namespace, name).obj
-        phase = (pod.get("status") or {}).get("phase")
+        options = (eviction or {}).get("deleteOptions") or {}
+        pod = await self._evict_outside_budgets(pods, namespace, name, options, opts)
+        if pod is None:
+            return _evicted()
         unhealthy = None  # the budget an unready pod goes without spending
-        if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \
-                and not pod["metadata"].get("deletionTimestamp"):
+        if pdbs is not None:
             labels = pod["metadata"].get("labels") or {}
             for tried in range(EVICTION_TRIES):
                 if tried:
@@ -286,7 +291,6 @@ class Subresources:
             else:
                 raise errors.conflict("policy", "poddisruptionbudgets", matching[0].obj["metadata"]["name"],
                                       errors.STALE)
-        options = (eviction or {}).get("deleteOptions") or {}
         pre = options.get("preconditions") or {}
         guarded = unhealthy is not None and pre.get("resourceVersion") is None
         if guarded:  # updateDeletionOptions: the pod let go unhealthy may not have turned Ready since
@@ -299,7 +303,38 @@ class Subresources:
             if guarded and e.code == 409:  # (the precondition was the server's own: the client is told to retry)
                 raise _budget_processing(unhealthy) from None
             raise
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        return _evicted()
+
+    async def _evict_outside_budgets(self, pods: Resource, namespace: str, name: str, options: dict,
+                                     opts: WriteOptions) -> dict | None:
+        """canIgnorePDB: a terminal pod, one being deleted or a Pending one is deleted without a budget's
+        say (None); else the pod, for the budgets to judge. A Pending pod goes only as it was read (a
+        resourceVersion precondition of the server's own, where the client set none): one written in
+        between (it may have started, and be guarded now) is read again, up to EvictionsRetry's 20
+        tries, as every conflict is where the client's options name no resourceVersion."""
+        retried = (options.get("preconditions") or {}).get("resourceVersion") is None
+        for tried in range(EVICTION_TRIES):
+            if tried:
+                await self.rest.clock.sleep(EVICTION_PAUSE * (1 + EVICTION_JITTER * random.random()))
+                await self.rest.cache.sync()
+            pod = self.rest._entry(pods, namespace, name).obj
+            phase, deleting = (pod.get("status") or {}).get("phase"), bool(pod["metadata"].get("deletionTimestamp"))
+            if phase not in ("Succeeded", "Failed", "Pending") and not deleting:
+                return pod
+            these = options
+            if phase == "Pending" and not deleting and retried:  # shouldEnforceResourceVersion
+                these = {**options, "preconditions": {**(options.get("preconditions") or {}),
+                                                      "resourceVersion": pod["metadata"]["resourceVersion"]}}
+            try:
+                if not opts.dry_run:
+                    these = await self._mark_disrupted(pods, namespace, name, these)
+                await self.rest.delete(pods, "v1", namespace, name, these, opts)
+                return None
+            except errors.APIError as e:
+                if e.code != 409 or not retried:
+                    raise
+                conflict = e
+        raise conflict
 
     async def _mark_disrupted(self, pods: Resource, namespace: str, name: str, options: dict) -> dict:
         """addConditionAndDeletePod: the evicted pod's status gets DisruptionTarget (EvictionByEvictionAPI)

@@ -115,7 +115,7 @@ async def test_dry_run_changes_nothing(env):
     assert [c["type"] for c in conditions] == ["Ready"], "a dry run marks nothing"
 
 
-async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
+async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env, monkeypatch):
     """addConditionAndDeletePod: the pod being deleted carries DisruptionTarget (EvictionByEvictionAPI), with or
     without a budget, which a Job's podFailurePolicy reads; a resourceVersion precondition still holds."""
     s, sub = env
@@ -136,10 +136,52 @@ async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
         assert cond["lastTransitionTime"]
         # the generation the eviction saw (PodObservedGenerationTracking), not the one its delete moved on to
         assert (cond["observedGeneration"], pod["metadata"]["generation"]) == (1, 2)
-    with pytest.raises(APIError) as e:
+    pauses = []
+
+    async def paused(seconds):
+        pauses.append(seconds)
+
+    monkeypatch.setattr(s.rest.clock, "sleep", paused)
+    with pytest.raises(APIError) as e:  # (a conflict, tried as often as evictions retry: the pod is being deleted)
         await sub.evict("default", "a", {"metadata": {"name": "a"}, "deleteOptions": {"preconditions": {"uid": "other"}}},
                         WriteOptions())
-    assert e.value.code == 409 and f"UID in record ({p['metadata']['uid']})" in e.value.message
+    assert e.value.code == 409 and f"UID in record ({p['metadata']['uid']})" in e.value.message and len(pauses) == 19
+
+
+async def test_a_pending_pod_that_starts_before_its_eviction_is_judged_by_its_budget(env, monkeypatch):
+    """eviction.go: a Pending pod skips the budgets but is deleted only as it was read (a resourceVersion
+    precondition of the server's own); one its kubelet started in between is read again and, Running and
+    Ready now, refused by a budget that allows no disruption (was: deleted all the same). A client's own
+    resourceVersion precondition is not retried."""
+    s, sub = env
+    pods = s.client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "p", "namespace": "default", "labels": {"app": "db"}},
+                       "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+    await budget(s, status={"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1})
+    key, real, started = s.rest.index.get("", "v1", "pods").key("default", "p"), s.rest.store.update, []
+
+    async def kubelet_first(k, value, rev, prev=None):  # the pod's kubelet reports it started, just before
+        if k == key and not started:
+            started.append(k)
+            await pods.patch("p", {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+                             namespace="default", subresource="status")
+        return await real(k, value, rev, prev)
+
+    monkeypatch.setattr(s.rest.store, "update", kubelet_first)
+    with pytest.raises(APIError) as e:
+        await evict(sub, "p")
+    assert e.value.code == 429 and "needs 1 healthy pods and has 1 currently" in json.dumps(e.value.details)
+    pod = await pods.get("p", "default")
+    assert not pod["metadata"].get("deletionTimestamp") and pod["status"]["phase"] == "Running"
+    await pods.create({"metadata": {"name": "q", "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    stale = (await pods.get("q", "default"))["metadata"]["resourceVersion"]
+    await pods.patch("q", {"metadata": {"labels": {"x": "y"}}}, namespace="default")
+    with pytest.raises(APIError) as e:
+        await sub.evict("default", "q", {"metadata": {"name": "q"}, "deleteOptions": {"preconditions": {
+            "resourceVersion": stale}}}, WriteOptions())
+    assert e.value.code == 409 and not await gone(s, "q")
+    await evict(sub, "q")
+    assert await gone(s, "q")
 
 
 async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeypatch):
