@@ -1043,9 +1043,12 @@ def family_restart(args, rng: random.Random, until: float, totals: dict) -> None
                         url = _url(r, meta["name"], meta.get("namespace") or NS)
                         item.setdefault("apiVersion", r["gv"][5:] if r["gv"].startswith("apis/") else "v1")
                         item.setdefault("kind", r["kind"])
-                        p.send("PUT", url + "?dryRun=All", item)
-                        p.send("PATCH", url, {"metadata": {"labels": {"fz60": "restarted"}}},
-                               ctype="application/merge-patch+json")
+                        for method, body, ctype in (("PUT", item, "application/json"), ("PATCH", {"metadata": {
+                                "labels": {"fz60": "restarted"}}}, "application/merge-patch+json")):
+                            code, _, answer = p.send(method, url + ("?dryRun=All" if method == "PUT" else ""), body,
+                                                     ctype=ctype)
+                            if code == 422:  # what was stored must stay writable as it is (dropDisabledFields)
+                                p.report(method, url, body, f"written back, refused: {str(answer)[:500]}")
                         if time.monotonic() > until:
                             break
             finally:
