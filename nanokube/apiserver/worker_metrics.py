@@ -27,6 +27,7 @@ from .healthz import exposition_of
 #: gauges of the one store, which every worker reports alike, and of the processes that are one
 #: server (its start, its limits): the largest, not the sum
 SHARED = frozenset(("apiserver_storage_objects", "apiserver_resource_objects", "apiserver_watch_cache_resource_version",
+                    "apiserver_storage_size_bytes",
                     "process_start_time_seconds", "process_max_fds", "process_virtual_memory_max_bytes",
                     "kubernetes_feature_enabled"))
 

@@ -28,6 +28,7 @@ class InstrumentedStore(Store):
         self._latency = metrics.storage_latency
         self._requests, self._errors = metrics.storage_requests, metrics.storage_errors
         self._unmetered = unmetered
+        metrics.storage_size(self.size)
         #: the latency and count children by (operation, group, resource); () for an unmetered resource
         self._children: dict[tuple[str, str, str], tuple] = {}
 
@@ -46,6 +47,9 @@ class InstrumentedStore(Store):
 
     async def start(self) -> None:
         await self.inner.start()
+
+    def size(self) -> int | None:
+        return self.inner.size()
 
     async def close(self) -> None:
         await self.inner.close()

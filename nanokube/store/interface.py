@@ -139,6 +139,12 @@ class Store(abc.ABC):
     async def compact(self, revision: int) -> None:
         """Forget history at or below `revision` (current values stay)."""
 
+    def size(self) -> int | None:
+        """The database's allocated bytes as last known, what apiserver_storage_size_bytes reports
+        (etcd's Status dbSize); None where there is no database file (the memory store). Called
+        on each scrape of /metrics, so it must not wait on anything."""
+        return None
+
     @property
     @abc.abstractmethod
     def compacted_revision(self) -> int: ...

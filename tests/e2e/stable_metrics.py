@@ -14,6 +14,7 @@ _KUBELET = "/api/v1/nodes/{node}/proxy/metrics"
 STABLE = {
     # kube-apiserver
     "apiserver_current_inflight_requests": ("/metrics", "gauge", "request_kind", None),
+    "apiserver_storage_size_bytes": ("/metrics", "gauge", "storage_cluster_id", None),  # a Custom collector's
     "apiserver_longrunning_requests": ("/metrics", "gauge", "component group resource scope subresource verb version", None),
     "apiserver_request_duration_seconds": (
         "/metrics", "histogram", "component dry_run group resource scope subresource verb version", _REQUEST),
