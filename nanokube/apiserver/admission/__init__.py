@@ -15,6 +15,7 @@ and audit annotations land in the request's audit event.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextvars import ContextVar
 
@@ -23,7 +24,8 @@ from ...machinery import errors, gofmt
 from ...machinery.podgroups import PODGROUP_PROTECTION
 from ...registry.base import Resource
 from .. import warning
-from ..auth.authorizer import Attributes as AuthzAttributes
+from ...machinery.user import User
+from ..auth.authorizer import Attributes as AuthzAttributes, decide
 from ..webhook.client import WebhookClient
 from ..webhook.resolver import EndpointServiceResolver
 from .attributes import SCALE_KIND, Attributes
@@ -107,6 +109,8 @@ class Admission:
         self.client = WebhookClient(EndpointServiceResolver(rest))
         #: the CEL authorizer, bound once the server's authorizer is known
         self.authz: Authz | None = None
+        #: the loop CEL's `authorizer` checks are handed back to from a worker
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.configs = ConfigSource(rest)
         self.webhooks = Webhooks(rest, self.client, self.configs)
         self.mutating_policies = MutatingPolicies(rest, self.configs)
@@ -148,7 +152,14 @@ class Admission:
         at = AuthzAttributes(attrs["verb"], attrs.get("path", ""), attrs["resourceRequest"], attrs.get("apiGroup", ""),
                              attrs.get("apiVersion", ""), attrs.get("resource", ""), attrs.get("subresource", ""),
                              attrs.get("namespace", ""), attrs.get("name", ""), attrs.get("fieldSelector", ""))
-        decision = self.plugins.authorizer.authorize(user["username"], tuple(user.get("groups") or ()), at)
+        authorizer, groups = self.plugins.authorizer, tuple(user.get("groups") or ())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # CEL in a worker (Attributes.authorizer_waits): the loop decides, off it the webhook
+            subject = User(user["username"], groups, user.get("uid", ""), user.get("extra") or {})
+            decision = asyncio.run_coroutine_threadsafe(decide(authorizer, subject, at), self._loop).result()
+        else:
+            decision = authorizer.authorize(user["username"], groups, at)
         return ("Allow" if decision.allowed else "NoOpinion"), decision.reason, None
 
     def _with_authorizer(self, a: Attributes) -> None:
@@ -159,6 +170,9 @@ class Admission:
             a.authorizer = self.authz.authorizer(a.user_info(), {
                 "group": a.res.group, "resource": a.res.plural, "subresource": a.subresource,
                 "namespace": a.namespace, "name": a.name})
+            a.authorizer_waits = getattr(self.plugins.authorizer, "asks_webhooks", False)
+            if a.authorizer_waits:
+                self._loop = asyncio.get_running_loop()
 
     def attributes(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
                    old: dict | None, opts, options: dict | None = None) -> Attributes:

@@ -37,6 +37,8 @@ class Attributes:
     sub_kind: dict | None = None
     #: the CEL `authorizer` value for the requesting user (None where nothing authorizes)
     authorizer: dict | None = None
+    #: whether its checks may wait on an authorization webhook: CEL reading it then runs in a worker
+    authorizer_waits: bool = False
 
     @property
     def target(self) -> Target:

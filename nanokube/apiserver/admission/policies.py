@@ -285,6 +285,17 @@ def _costly(spec: dict) -> bool:
     return costly
 
 
+def _off_loop(spec: dict, a: Attributes) -> bool:
+    """Whether a policy is evaluated in a worker: seconds of metered CEL, or `authorizer` checks that
+    may wait on an authorization webhook (each handed back to the loop, which alone reads its state)."""
+    return _costly(spec) or (a.authorizer_waits and reads_authorizer(
+        [v.get("expression", "") for v in spec.get("variables") or []] + _uses(spec)))
+
+
+def reads_authorizer(expressions: list[str]) -> bool:
+    return any("authorizer" in e for e in expressions)
+
+
 def _uses(spec: dict) -> list[str]:
     """A policy's expressions other than its variables: match conditions, validations and their
     messages, audit annotations, mutations ("" where one is absent)."""
@@ -342,7 +353,7 @@ class ValidatingPolicies(PolicyEngine):
             for params in all_params:
                 t = inv.target
                 act = self.activation(a, t, a.versioned(t, a.obj), params)
-                if _costly(inv.spec):  # (seconds of metered CEL: in a worker, the loop serving others meanwhile)
+                if _off_loop(inv.spec, a):  # (in a worker, the loop serving others meanwhile)
                     decisions = await asyncio.to_thread(self._decide, inv, act, annotations)
                 else:
                     decisions = self._decide(inv, act, annotations)
@@ -499,7 +510,7 @@ class MutatingPolicies(PolicyEngine):
         await a.prepare(t)
         obj = a.versioned(t, a.obj)
         act = self.activation(a, t, obj, params)
-        if _costly(inv.spec):  # (seconds of metered CEL: in a worker, the loop serving others meanwhile)
+        if _off_loop(inv.spec, a):  # (in a worker, the loop serving others meanwhile)
             obj = await asyncio.to_thread(self._mutated, inv, a, t, obj, act, failed)
         else:
             obj = self._mutated(inv, a, t, obj, act, failed)

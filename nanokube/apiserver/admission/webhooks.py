@@ -32,7 +32,7 @@ from .attributes import Attributes
 from .source import ConfigSource
 from .cel import MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, Budget, CELError, OutOfBudget, evaluate
 from .metrics import CALLING_WEBHOOK_ERROR, INTERNAL_ERROR, NO_ERROR, AdmissionMetrics
-from .policies import type_meta_error
+from .policies import reads_authorizer, type_meta_error
 from .matching import (
     Target,
     match_rules,
@@ -323,7 +323,10 @@ class Webhooks:
         conditions = w.get("matchConditions") or []
         if conditions:
             await a.prepare(t)
-        if conditions and not self._conditions_match(hook, conditions, a, t):
+        if conditions and a.authorizer_waits and reads_authorizer([c.get("expression", "") for c in conditions]):
+            if not await asyncio.to_thread(self._conditions_match, hook, conditions, a, t):  # (policies._off_loop)
+                return None
+        elif conditions and not self._conditions_match(hook, conditions, a, t):
             return None
         return t
 

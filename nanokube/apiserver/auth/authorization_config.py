@@ -10,8 +10,9 @@ is (authorizedTTL 5m, unauthorizedTTL 30s, both cached), and reloaded when it ch
 one stops `up`, or on reload is logged and counted while the last good one stays.
 
 Without the flag the server's own chain (Node, then RBAC) runs as before, synchronously; with
-it, a request, a review, impersonation, an exec's upgrade and admission's RBAC and signer checks
-are decided by `authorize_async` (authorizer.decide), whose webhooks' round trips run in threads.
+it, a request, a review, impersonation, an exec's upgrade, admission's RBAC and signer checks and
+CEL's `authorizer` (evaluated in a worker, each check handed back to the loop) are decided by
+`authorize_async` (authorizer.decide), whose webhooks' round trips run in threads.
 SelfSubjectRulesReview lists RBAC's rules, incomplete where a Webhook (or, for a node, Node) is
 in the chain."""
 
@@ -237,8 +238,8 @@ class AuthorizationMetrics:
 
 
 class ConfiguredAuthorizer:
-    """The authorizers of a configuration, in order (`authorize_async` off the loop; `authorize`
-    blocks for a webhook's round trip: only CEL's `authorizer` in admission still asks it so)."""
+    """The authorizers of a configuration, in order (`authorize_async` makes a webhook's round trip
+    off the loop; `authorize` blocks for it, which no caller on the loop asks once it asks_webhooks)."""
 
     def __init__(self, specs: list[AuthorizerSpec], node: NodeAuthorizer, rbac, metrics: AuthorizationMetrics,
                  clock: Clock = REAL) -> None:
@@ -250,6 +251,8 @@ class ConfiguredAuthorizer:
                 impl = WebhookAuthorizer(s.name, s.webhook, metrics, clock)
             self.chain.append((s.type, s.name, impl))
         self.rbac = rbac
+        #: whether a decision may wait on a webhook's round trip (callers that cannot await go to a worker)
+        self.asks_webhooks = any(kind == "Webhook" for kind, _, _ in self.chain)
 
     def _static(self, kind: str, impl, user_name: str, groups, a: Attributes) -> tuple[str, str]:
         if kind == "AlwaysAllow":
@@ -313,6 +316,10 @@ class AuthorizationController(ReloadedConfig):
 
     async def authorize_async(self, user: User, a: Attributes) -> Decision:
         return await self.authorizer.authorize_async(user, a)
+
+    @property
+    def asks_webhooks(self) -> bool:
+        return self.authorizer.asks_webhooks
 
     def rules_for(self, *args):
         """What SelfSubjectRulesReview lists: RBAC's rules (a webhook's are not enumerable)."""

@@ -5,10 +5,8 @@ every matchCondition (CEL on `request`, the review's spec) holds; an answer is c
 authorizedTTL or unauthorizedTTL; a webhook that fails or times out (or a matchCondition that
 errs) is failurePolicy's: NoOpinion or Deny.
 
-The review is one blocking HTTPS round trip: every caller that can await runs it in a thread
-(`decide_async`: requests, reviews, impersonation, exec's upgrade, admission's RBAC and signer
-checks); `decide` blocks where it is (CEL's `authorizer` in admission policies and webhooks'
-matchConditions, whose evaluation cannot await)."""
+The review is one blocking HTTPS round trip, which every caller runs in a thread (`decide_async`,
+through authorization_config's authorize_async); `decide` blocks, for callers off the loop."""
 
 from __future__ import annotations
 

@@ -44,6 +44,11 @@ async def _meanwhile(api, held: Held, call):
     return answer
 
 
+def _patient(webhook: Webhook) -> str:
+    """The authorization config, its webhook given time to answer however busy the test machine is."""
+    return config(webhook).replace("timeout: 3s", "timeout: 30s")
+
+
 def _root(tmp_path, server) -> client.ApiClient:
     """A client of a system:masters user, whom no authorizer is asked about."""
     root = issue(server.pki.ca, "root", organizations=("system:masters",), client=True)
@@ -59,7 +64,7 @@ async def test_requests_asking_a_slow_webhook_do_not_hold_the_server(tmp_path):
     webhook = Webhook(tmp_path)
     held = Held(webhook)
     try:
-        async with served(tmp_path, config(webhook)) as (server, api):
+        async with served(tmp_path, _patient(webhook)) as (server, api):
             authz = client.AuthorizationV1Api(api)
             ssar = {"spec": {"resourceAttributes": {"namespace": "team-a", "verb": "get", "resource": "configmaps"}}}
             answer = await _meanwhile(api, held, lambda: authz.create_self_subject_access_review(ssar))
@@ -78,7 +83,7 @@ async def test_requests_asking_a_slow_webhook_do_not_hold_the_server(tmp_path):
 async def test_a_rules_review_is_incomplete_where_a_webhook_authorizes(tmp_path):
     webhook = Webhook(tmp_path)
     try:
-        async with served(tmp_path, config(webhook)) as (server, api):
+        async with served(tmp_path, _patient(webhook)) as (server, api):
             rules = await asyncio.to_thread(client.AuthorizationV1Api(api).create_self_subject_rules_review,
                                             {"spec": {"namespace": "team-a"}})
             assert rules.status.incomplete is True
@@ -86,4 +91,45 @@ async def test_a_rules_review_is_incomplete_where_a_webhook_authorizes(tmp_path)
             assert any("selfsubjectrulesreviews" in (r.resources or []) for r in rules.status.resource_rules)
             assert webhook.reviews == []  # listing rules asks no webhook
     finally:
+        webhook.close()
+
+
+async def test_a_policys_authorizer_check_asking_a_slow_webhook_does_not_hold_the_server(tmp_path):
+    """CEL's `authorizer` in a ValidatingAdmissionPolicy: the policy is evaluated in a worker, each check
+    handed back to the loop, whose authorizer asks the webhook off it."""
+    webhook = Webhook(tmp_path)
+    held = Held(webhook)
+    held.release.set()
+    check = "authorizer.group('').resource('pods').namespace('team-a').name(object.metadata.name).check('get').allowed()"
+    try:
+        async with served(tmp_path, _patient(webhook)) as (server, api):
+            with _root(tmp_path, server) as root:
+                await asyncio.to_thread(client.CoreV1Api(root).create_namespace, {"metadata": {"name": "team-a"}})
+                admission = client.AdmissionregistrationV1Api(root)
+                await asyncio.to_thread(admission.create_validating_admission_policy, {
+                    "metadata": {"name": "may-read-its-pod"},
+                    "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                                     "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                             "validations": [{"expression": f"object.metadata.name != 'probe' && {check}"}]}})
+                await asyncio.to_thread(admission.create_validating_admission_policy_binding, {
+                    "metadata": {"name": "may-read-its-pod"},
+                    "spec": {"policyName": "may-read-its-pod", "validationActions": ["Deny"]}})
+            core = client.CoreV1Api(api)
+            for _ in range(100):  # until the policy is in force: it refuses the probe
+                try:
+                    await asyncio.to_thread(core.create_namespaced_config_map, "team-a", {"metadata": {"name": "probe"}})
+                    await asyncio.to_thread(core.delete_namespaced_config_map, "probe", "team-a")
+                except client.ApiException as e:
+                    assert e.status == 422, e.body
+                    break
+                await asyncio.sleep(0.1)
+            held.asked.clear()
+            held.release.clear()
+            made = await _meanwhile(api, held, lambda: core.create_namespaced_config_map("team-a", {"metadata": {"name": "c1"}}))
+            assert made.metadata.name == "c1"
+            asked = [r["spec"]["resourceAttributes"] for r in webhook.reviews]
+            assert {"namespace": "team-a", "verb": "get", "resource": "pods", "name": "c1"} in \
+                [{k: v for k, v in ra.items() if k != "version"} for ra in asked]
+    finally:
+        held.release.set()
         webhook.close()
