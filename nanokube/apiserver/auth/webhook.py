@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,17 @@ from .authorizer import Attributes
 log = logging.getLogger(__name__)
 
 ALLOW, DENY, NO_OPINION = "allow", "deny", "no-opinion"
+
+
+#: DefaultAuthWebhookRetryBackoff: 5 tries, 0.5 s apart and 1.5 times longer each (20% jitter)
+RETRY_STEPS, RETRY_PAUSE, RETRY_FACTOR, RETRY_JITTER = 5, 0.5, 1.5, 0.2
+
+
+def _transient(e: Exception) -> bool:
+    """DefaultShouldRetry: a connection reset, or an answer of 500, 504 or 429, or one with Retry-After."""
+    if isinstance(e, urllib.error.HTTPError):
+        return e.code in (500, 504, 429) or bool(e.headers and e.headers.get("Retry-After"))
+    return isinstance(e, ConnectionResetError) or isinstance(getattr(e, "reason", None), ConnectionResetError)
 
 
 class WebhookConfigError(ValueError):
@@ -144,16 +157,27 @@ class WebhookAuthorizer:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        started, result = time.monotonic(), "success"
-        try:
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            with urllib.request.urlopen(request, context=self._ssl, timeout=self.spec.timeout) as r:
-                status = orjson.loads(r.read()).get("status") or {}
-            if not isinstance(status, dict):  # (decoding the review fails, as upstream's would)
-                raise ValueError("the SubjectAccessReview's status is not an object")
-        except (OSError, ValueError, orjson.JSONDecodeError, AttributeError) as e:
-            timed_out = isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError)
-            result, error = "timeout" if timed_out else "error", e
+        started, pause, error = time.monotonic(), RETRY_PAUSE, None
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        for attempt in range(RETRY_STEPS):  # (WithExponentialBackoff: transient failures tried again)
+            if attempt:
+                time.sleep(pause * (1 + RETRY_JITTER * random.random()))
+                pause *= RETRY_FACTOR
+            try:
+                with urllib.request.urlopen(request, context=self._ssl, timeout=self.spec.timeout) as r:
+                    status = orjson.loads(r.read()).get("status") or {}
+                if not isinstance(status, dict):  # (decoding the review fails, as upstream's would)
+                    raise ValueError("the SubjectAccessReview's status is not an object")
+                error = None
+                break
+            except (OSError, ValueError, orjson.JSONDecodeError, AttributeError) as e:
+                error = e
+                if not _transient(e):
+                    break
+        result = "success"
+        if error is not None:
+            timed_out = isinstance(error, TimeoutError) or isinstance(getattr(error, "reason", None), TimeoutError)
+            result = "timeout" if timed_out else "error"
         self.metrics.webhook(self.name, result, time.monotonic() - started)
         if result != "success":
             log.warning("authorizer %s: the webhook failed: %s", self.name, error)
