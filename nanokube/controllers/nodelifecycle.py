@@ -120,6 +120,14 @@ def zone_key(node: dict) -> str:
     return f"{region}:\x00:{zone}" if region or zone else ""
 
 
+def _counted_as(node: dict | None) -> tuple[str, bool] | None:
+    """Where handleDisruption counts a node: (its zone, not Ready); None where it is deleted or
+    excluded from disruption."""
+    if node is None or EXCLUDE_DISRUPTION in (node["metadata"].get("labels") or {}):
+        return None
+    return zone_key(node), ready_status(node) != "True"
+
+
 def zone_state(ready: int, not_ready: int) -> str:
     """ComputeZoneState of a zone's Ready and other nodes."""
     if ready == 0 and not_ready > 0:
@@ -156,12 +164,15 @@ class NodeLifecycleController(Controller):
         #: the nodes seen, by name: their uids (upstream's knownNodeSet)
         self._known: dict[str, str] = {}
         #: each zone's seconds between two new NoExecute taints (None where its limiter stopped), when
-        #: it may add the next, whether every zone is fully disrupted, and the nodes counted down when
-        #: they were last judged
+        #: it may add the next, and whether every zone is fully disrupted
         self._zones: dict[str, float | None] = {}
         self._next: dict[str, float] = {}
         self._all_down = False
-        self._down: dict[str, bool] = {}
+        #: handleDisruption's count, kept as nodes change: each zone's [Ready, not Ready] nodes and
+        #: its nodes, and where each node is counted (zone, down)
+        self._counts: dict[str, list[int]] = {}
+        self._members: dict[str, set[str]] = {}
+        self._counted: dict[str, tuple[str, bool]] = {}
         self.recorder = CoreEventRecorder(client, "node-controller", clock)
 
     def informers(self):
@@ -213,22 +224,23 @@ class NodeLifecycleController(Controller):
             self._disruption()
 
     def _disruption(self, fresh: dict | None = None) -> None:
-        """handleDisruption over the nodes (`fresh` in place of its informer copy): each zone's state,
-        and whether every zone is fully disrupted; the nodes whose NoExecute taints that changes are
-        queued. Leaving full disruption gives every node a fresh grace period."""
-        counts: dict[str, list[int]] = {}
-        down: dict[str, bool] = {}
-        for node in self.nodes.list():
-            name = node["metadata"]["name"]
-            if fresh is not None and name == fresh["metadata"]["name"]:
-                node = fresh
-            if EXCLUDE_DISRUPTION in (node["metadata"].get("labels") or {}):
-                continue
-            down[name] = ready_status(node) != "True"
-            counts.setdefault(zone_key(node), [0, 0])[down[name]] += 1
-        states = {z: zone_state(ready, not_ready) for z, (ready, not_ready) in counts.items()}
+        """handleDisruption: each zone's state, and whether every zone is fully disrupted; the nodes
+        whose NoExecute taints that changes are queued. Leaving full disruption gives every node a
+        fresh grace period. Without `fresh` (the monitor's pass) every node is counted again; with it,
+        only that node's count moves (a node turning Ready or not costs its zone, not the cluster)."""
+        if fresh is None:
+            self._counts, self._counted, self._members = {}, {}, {}
+            for node in self.nodes.list():
+                self._count(node["metadata"]["name"], node)
+        else:
+            self._count(fresh["metadata"]["name"], fresh)
+        self._judge()
+
+    def _judge(self) -> None:
+        """The zones' states from their counts; the nodes of a zone whose limiter changes queued."""
+        states = {z: zone_state(ready, not_ready) for z, (ready, not_ready) in self._counts.items() if ready or not_ready}
         # setLimiterInZone: a partially disrupted zone of 50 nodes or fewer taints no more nodes
-        zones = {z: (None if sum(counts[z]) <= LARGE_CLUSTER_THRESHOLD else 1 / SECONDARY_EVICTION_RATE)
+        zones = {z: (None if sum(self._counts[z]) <= LARGE_CLUSTER_THRESHOLD else 1 / SECONDARY_EVICTION_RATE)
                  if state == PARTIAL else 1 / EVICTION_RATE for z, state in states.items()}
         all_down = bool(states) and all(state == FULL for state in states.values())
         if all_down != self._all_down:
@@ -244,13 +256,28 @@ class NodeLifecycleController(Controller):
         if self.evictions is not None:  # a zone's series from when it is first seen (addPodEvictorForNewZone)
             for zone in zones.keys() - self._zones.keys():
                 self.evictions.labels(zone)
-        self._zones, self._down = zones, down
+        self._zones = zones
         # a limiter swapped is a new one, its token there
         self._next = {z: t for z, t in self._next.items() if changed is not None and z not in changed}
-        if changed is None or changed:
+        if changed is None:
             for node in self.nodes.list():
-                if changed is None or zone_key(node) in changed:
-                    self.queue.add(node["metadata"]["name"])
+                self.queue.add(node["metadata"]["name"])
+        for zone in changed or ():
+            for name in self._members.get(zone, ()):
+                self.queue.add(name)
+
+    def _count(self, name: str, node: dict | None) -> None:
+        """Move node `name`'s count to where `node` (None: deleted) puts it: its zone, Ready or not
+        (none where it is excluded from disruption)."""
+        was = self._counted.pop(name, None)
+        if was is not None:
+            self._counts[was[0]][was[1]] -= 1
+            self._members[was[0]].discard(name)
+        counted = _counted_as(node)
+        if counted is not None:
+            self._counted[name] = counted
+            self._counts.setdefault(counted[0], [0, 0])[counted[1]] += 1
+            self._members.setdefault(counted[0], set()).add(name)
 
     def _no_execute(self, node: dict) -> str:
         """What the node's zone lets its NoExecute taint do (the zone's limiter: none in a small
@@ -262,6 +289,9 @@ class NodeLifecycleController(Controller):
     async def sync(self, name) -> None:
         node = self.nodes.get(name)
         if node is None:
+            if name in self._counted:  # (gone from its zone's count now, not at the monitor's next pass)
+                self._count(name, None)
+                self._judge()
             if (uid := self._known.pop(name, None)) is not None:
                 await self._node_event(name, uid, "RemovingNode", f"Removing Node {name} from Controller")
             return
@@ -284,8 +314,7 @@ class NodeLifecycleController(Controller):
                 self._retry.add(name)
         elif observed == "True":
             self._retry.discard(name)
-        down = ready_status(node) != "True"
-        if self._down.get(name, down) != down:
+        if self._counted.get(name) != _counted_as(node):
             self._disruption(node)  # (this node's change may change its zone's state)
         await self._taint(node)
 
