@@ -1060,34 +1060,36 @@ class APIHandlers:
 
         ender = asyncio.get_running_loop().create_task(self._end_watch(stream.watcher, timeout, request.protocol, transport))
         try:
-            while self.clock.monotonic() < deadline:
+            try:
+                while self.clock.monotonic() < deadline:
+                    try:
+                        ev = await stream.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    if self.clock.monotonic() >= deadline:  # taken past it (queued before the end marker): not sent
+                        break
+                    await emit(ev)
+            except (ConnectionResetError, asyncio.CancelledError):
+                pass
+            except Exception as e:  # the stream is open: end it with an ERROR event, as upstream does
+                if not isinstance(e, errors.APIError):
+                    log.exception("watch of %s failed", request.path)
+                    e = errors.internal(str(e))
                 try:
-                    ev = await stream.__anext__()
-                except StopAsyncIteration:
-                    break
-                if self.clock.monotonic() >= deadline:  # taken past it (queued before the end marker): not sent
-                    break
-                await emit(ev)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        except Exception as e:  # the stream is open: end it with an ERROR event, as upstream does
-            if not isinstance(e, errors.APIError):
-                log.exception("watch of %s failed", request.path)
-                e = errors.internal(str(e))
+                    batch.flush()
+                    await resp.write(event("ERROR", e.status()))
+                except (ConnectionResetError, RuntimeError):
+                    pass
+            finally:
+                stream.watcher.direct = None
+                await stream.aclose()
             try:
                 batch.flush()
-                await resp.write(event("ERROR", e.status()))
+                await resp.write_eof()
             except (ConnectionResetError, RuntimeError):
                 pass
-        finally:
-            stream.watcher.direct = None
-            await stream.aclose()
-        try:
-            batch.flush()
-            await resp.write_eof()
-        except (ConnectionResetError, RuntimeError):
-            pass
-        finally:  # the request runs, and its deadline holds, until its response has ended
+        finally:  # the request runs, and its deadline holds, until its response has ended; the gauge
+            # falls even when the handler is cancelled while its stream closes
             ender.cancel()
             g.dec()
         return resp

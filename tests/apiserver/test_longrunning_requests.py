@@ -116,3 +116,23 @@ async def test_a_log_is_counted_and_sized_under_connect(server):
         assert await _gauge(http, server, 'apiserver_request_total{code="200",component="apiserver",dry_run="",'
                                           'group="",resource="pods",scope="resource",subresource="log",verb="GET",'
                                           'version="v1"}') is None
+
+
+async def test_a_watch_whose_client_disconnects_is_no_longer_counted(server):
+    """The handler is cancelled when its client goes (handler_cancellation): the gauge falls all the
+    same, whatever the handler was awaiting then (its stream's close included)."""
+    series = ('apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="namespace",'
+              'subresource="",verb="WATCH",version="v1"}')
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods?watch=true"
+    async with aiohttp.ClientSession() as http:
+        before = await _gauge(http, server, series) or 0
+        async with aiohttp.ClientSession() as watcher:
+            r = await watcher.get(url)
+            assert b'"ADDED"' in await r.content.readline()
+            assert await _gauge(http, server, series) == before + 1
+            r.close()  # the client drops the connection mid-stream
+        for _ in range(100):
+            if await _gauge(http, server, series) == before:
+                break
+            await asyncio.sleep(0.01)
+        assert await _gauge(http, server, series) == before
