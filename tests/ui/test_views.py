@@ -121,3 +121,36 @@ async def test_a_crds_workloads_are_read_once_discovery_lists_their_group_versio
         assert "v1" in served_versions((await send(api, "GET", "/apis"))[1])
         code, body = await send(api, "GET", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets?limit=500")
         assert (code, body["items"]) == (200, [])
+
+
+async def test_a_references_kind_is_resolved_by_its_group_versions_discovery(tmp_path):
+    """An owner's or an event's link names a kind; the view it opens (openRef) reads the group version's
+    APIResourceList and takes the kind's resource from it: Endpoints is `endpoints` and a CRD's kind
+    its own plural, which no English plural rule gives."""
+    js = (STATIC / "console.js").read_text()
+    assert "ref: openRef" in js and "list.resources" in js and "pluralOf" not in js
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "cacti.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "cacti", "singular": "cactus", "kind": "Cactus", "listKind": "CactusList"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+    def kinds(body: dict) -> dict[str, str]:
+        return {r["kind"]: r["name"] for r in body.get("resources", []) if "/" not in r["name"]}
+
+    async with served(tmp_path) as (_, api):
+        code, body = await send(api, "GET", "/api/v1")
+        assert code == 200 and kinds(body)["Endpoints"] == "endpoints" and kinds(body)["Pod"] == "pods"
+        await asyncio.to_thread(utils.create_from_dict, api, crd)
+        for _ in range(100):
+            code, body = await send(api, "GET", "/apis/example.com/v1")
+            if code == 200 and "Cactus" in kinds(body):
+                break
+            await asyncio.sleep(0.05)
+        assert kinds(body)["Cactus"] == "cacti"
+        code, _ = await send(api, "POST", "/apis/example.com/v1/namespaces/default/cacti",
+                             {"apiVersion": "example.com/v1", "kind": "Cactus", "metadata": {"name": "saguaro"}})
+        assert code == 201
+        code, obj = await send(api, "GET", "/apis/example.com/v1/namespaces/default/cacti/saguaro")
+        assert code == 200 and obj["metadata"]["name"] == "saguaro"

@@ -261,10 +261,12 @@ function logsHash(namespace, pod, container = "", options = {}) {
 }
 
 const link = (hash, text) => el("a", {href: hash}, text);
-// A reference (an owner, an event's object) names a kind, the URL needs its resource: the usual plural suffices here.
-const pluralOf = (kind) => kind.toLowerCase().replace(/(s|x|ch|sh)$/, "$1e").replace(/([^aeiou])y$/, "$1ie") + "s";
-const refLink = (ref, namespace) => link(objectHash(ref.apiVersion || "v1", pluralOf(ref.kind), namespace, ref.name),
-                                         `${ref.kind}/${ref.name}`);
+// A reference (an owner, an event's object) names a kind, the URL needs its resource: its link is a
+// #/ref/GROUP/VERSION/KIND/NAMESPACE/NAME view, which resolves the kind when it opens (`openRef`).
+const refLink = (ref, namespace) => {
+  const [group, version] = (ref.apiVersion || "v1").includes("/") ? ref.apiVersion.split("/") : ["core", ref.apiVersion || "v1"];
+  return link("#/" + ["ref", group, version, ref.kind, namespace || "_", ref.name].map(enc).join("/"), `${ref.kind}/${ref.name}`);
+};
 const podLink = (pod) => link(objectHash("v1", "pods", pod.metadata.namespace, pod.metadata.name), pod.metadata.name);
 
 // The row that says how many a table left out, if it left any.
@@ -602,6 +604,30 @@ function drawObject(obj, plural, pods, events) {
        el("pre", {class: "yaml", id: "yaml"}, yamlLines({...obj, metadata}).join("\n"))));
 }
 
+// Each group version's kinds and their resources, from its discovery (an APIResourceList), read once: a kind's
+// resource is no English plural (Endpoints is "endpoints", a CRD names its own).
+const resourcesOf = new Map();
+
+function resourceOf(group, version, kind, signal) {
+  const key = `${group}/${version}`;
+  if (!resourcesOf.has(key)) {
+    const path = group === "core" ? `/api/${enc(version)}` : `/apis/${enc(group)}/${enc(version)}`;
+    resourcesOf.set(key, request(path, signal).then((resp) => resp.json()).then((list) => new Map(
+      list.resources.filter((r) => !r.name.includes("/")).map((r) => [r.kind, r.name]))));
+    resourcesOf.get(key).catch(() => resourcesOf.delete(key));  // (a failed read is tried again next time)
+  }
+  return resourcesOf.get(key).then((kinds) => {
+    if (!kinds.has(kind)) throw new Error(`${group}/${version} serves no kind ${kind}`);
+    return kinds.get(kind);
+  });
+}
+
+async function openRef([group, version, kind, ns, name], query, signal) {
+  const plural = await resourceOf(group, version, kind, signal);
+  if (!signal.aborted) history.replaceState(null, "", "#/" + ["object", group, version, plural, ns, name].map(enc).join("/"));
+  return openObject([group, version, plural, ns, name], query, signal);
+}
+
 async function openObject([group, version, plural, ns, name], query, signal) {
   const base = group === "core" ? `/api/${enc(version)}` : `/apis/${enc(group)}/${enc(version)}`;
   const path = `${base}${ns === "_" ? "" : `/namespaces/${enc(ns)}`}/${enc(plural)}/${enc(name)}`;
@@ -661,7 +687,7 @@ async function openLogs([ns, name, chosen], query, signal) {
   state.textContent = options.follow ? "the container's log ended" : "";
 }
 
-const VIEWS = {object: openObject, logs: openLogs};
+const VIEWS = {object: openObject, ref: openRef, logs: openLogs};
 
 // Draws what the URL fragment names: a detail view, or (any other fragment) the overview's sections.
 function route() {
