@@ -80,6 +80,9 @@ class VolumeManager:
         self.in_use: dict[str, set[str]] = {}
         #: pod uid -> the tmpfs mounts of its memory-backed emptyDirs (the process runtime's)
         self._tmpfs: dict[str, list[str]] = {}
+        #: pod uid -> the targets whose tmpfs mount failed (a runtime not root): left directories,
+        #: not tried again (nor warned of) at each resync of their Secret or projected volume
+        self._tmpfs_failed: dict[str, set[str]] = {}
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root, uid)
@@ -118,10 +121,16 @@ class VolumeManager:
 
     def mount_tmpfs(self, pod: dict, vol: dict, target: str) -> None:
         """Mount memory-backed emptyDir `vol`'s tmpfs at `target` (once), of the size the kubelet
-        gives it (stats.tmpfs_size)."""
-        mounted = self._tmpfs.setdefault(pod["metadata"]["uid"], [])
-        if target not in mounted and tmpfs.mount(target, tmpfs_size(pod, vol, self.allocatable_memory)):
+        gives it (stats.tmpfs_size); where that fails the directory stays (tmpfs.py), and the
+        failure, warned once, is not tried again while the pod lives."""
+        uid = pod["metadata"]["uid"]
+        mounted, failed = self._tmpfs.setdefault(uid, []), self._tmpfs_failed.setdefault(uid, set())
+        if target in mounted or target in failed:
+            return
+        if tmpfs.mount(target, tmpfs_size(pod, vol, self.allocatable_memory)):
             mounted.append(target)
+        else:
+            failed.add(target)
 
     async def _refresh(self, pod: dict, vol: dict, kind: str, target: str, when: float) -> None:
         """Set the volume up again whenever its source asks to; a failure keeps
@@ -146,6 +155,7 @@ class VolumeManager:
         self._read_only.pop(uid, None)
         self.claims.pop(uid, None)
         self.in_use.pop(uid, None)
+        self._tmpfs_failed.pop(uid, None)
         for target in self._tmpfs.pop(uid, ()):
             tmpfs.unmount(target)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)

@@ -6,6 +6,8 @@ import pytest
 from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
+from nanokube.node.volumes import tmpfs
+from nanokube.node.volumes.manager import VolumeManager
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import gone, phase_is
@@ -160,3 +162,36 @@ async def test_a_volumes_timestamped_directory_is_named_for_the_node_agents_cloc
         return os.path.islink(data)
     await eventually(written)
     assert os.readlink(data).startswith("..2030_03_17_17_46_40.")
+
+
+async def test_a_tmpfs_that_cannot_be_mounted_is_tried_and_warned_of_once(tmp_path, monkeypatch, caplog):
+    """Where the runtime may not mount (not root) a Secret's memory-backed volume stays a directory on
+    disk: its files are written at each setup, but the mount is tried, and warned of, only once."""
+    tries = []
+
+    class Refusing:
+        def mount(self, *args):
+            tries.append(args[1])
+            return -1
+
+    monkeypatch.setattr(tmpfs, "_libc", Refusing())
+    s = await make_stack()
+    mgr = VolumeManager(s.client, "gpu-0", str(tmp_path / "pods"), ManualClock())
+    mgr.host_paths = True  # the process runtime's
+    try:
+        await s.client.resource("", "v1", "secrets").create({"metadata": {"name": "creds", "namespace": "default"},
+                                                             "data": {"token": base64.b64encode(b"s3cret").decode()}})
+        p = await s.client.resource("", "v1", "pods").create({"metadata": {"name": "web", "namespace": "default"},
+                                                              "spec": {"nodeName": "gpu-0", "containers": [
+                                                                  {"name": "app", "image": "busybox"}],
+                                                                  "volumes": [{"name": "creds", "secret": {
+                                                                      "secretName": "creds"}}]}})
+        for _ in range(3):  # each resync sets the volume up again
+            dirs = await mgr.mount(p)
+        assert open(os.path.join(dirs["creds"], "token"), "rb").read() == b"s3cret"
+        assert tries == [dirs["creds"].encode()]
+        assert len([r for r in caplog.records if "left on disk" in r.getMessage()]) == 1
+    finally:
+        mgr.unmount(p["metadata"]["uid"])
+        await mgr.close()
+        await s.close()
