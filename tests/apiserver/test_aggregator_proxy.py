@@ -128,7 +128,7 @@ async def allow_alice(s: aiohttp.ClientSession, base: str, ctx: ssl.SSLContext, 
 
 
 async def answer(c: Conn) -> tuple[int, bytes]:
-    """One response's status and body, which the proxy relays chunked."""
+    """One response's status and body, relayed with its length or chunked (as the extension server sent it)."""
     code, headers, body = await c.answer()
     if headers.get("transfer-encoding") != "chunked":
         return code, body
@@ -519,3 +519,33 @@ async def test_an_extension_server_that_cuts_its_body_short(tmp_path, caplog):
     assert [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()] == []
     assert any(r.getMessage().startswith("httputil: ReverseProxy read error during body copy: ")
                for r in caplog.records)
+
+
+async def test_a_proxied_answer_keeps_the_extension_servers_content_length(tmp_path):
+    """The proxy relays the body as the extension server sent it, so it keeps its Content-Length (as
+    the UpgradeAwareHandler copies the backend's headers) instead of answering chunked; a body sent
+    chunked is relayed chunked."""
+    async def streamed(request: web.Request):
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        await resp.write(b'{"kind": "FlunderList", ')
+        await resp.write(b'"items": []}')
+        await resp.write_eof()
+        return resp
+
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server([("GET", FLUNDERS.decode() + "/streamed", streamed)])
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    body = await r.read()
+                    assert r.status == 200 and orjson.loads(body) == {"expect": None, "length": 0}
+                    assert r.headers.get("Content-Length") == str(len(body))
+                    assert "Transfer-Encoding" not in r.headers
+                async with s.get(base + FLUNDERS.decode() + "/streamed", ssl=ctx) as r:
+                    assert r.status == 200 and await r.read() == b'{"kind": "FlunderList", "items": []}'
+                    assert r.headers.get("Transfer-Encoding") == "chunked" and "Content-Length" not in r.headers
+        finally:
+            await runner.cleanup()

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "content-length", "host"}
+#: a backend's headers not relayed: its Content-Length is (UpgradeAwareHandler's), its body relayed
+#: unchanged (never decompressed: the session's auto_decompress is off), so the answer is not chunked
+_RESPONSE_DROPPED = _HOP_BY_HOP - {"content-length"}
 _IDENTITY_PREFIXES = ("x-remote-", "impersonate-")
 #: the most bytes of a client's body copied to the backend at a time
 _CHUNK = 64 * 1024
@@ -212,7 +215,7 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
         # the PF filter's headers first, as it set them before the proxy added the backend's
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=request.get(PF_HEADERS))
         for k, v in upstream.headers.items():
-            if k.lower() not in _HOP_BY_HOP:
+            if k.lower() not in _RESPONSE_DROPPED:
                 resp.headers.add(k, v)
         await resp.prepare(request)
         try:
