@@ -593,14 +593,13 @@ class APIServer:
                 _warn_when_sent(request, [SPACED_BEARER_WARNING])
             if not self.anonymous.allows(request.path):  # --anonymous-auth=false, or a path its conditions leave out
                 return await self._unauthorized(request)
-            if not console.is_console(request.path):
+            if request.path in PUBLIC_PATHS:  # system:public-info-viewer's, answered without RBAC's walk
                 if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
                     return refused
-                if request.path in PUBLIC_PATHS:
-                    return await handler(request)
-                return error_response(forbidden("system:anonymous", request_attributes(request)))
-            # the console's page, which a browser loads before it has a token: RBAC decides, and APF and
-            # the audit see system:anonymous, as upstream does for any request without credentials
+                return await handler(request)
+            # anything else (the console's page, which a browser loads before it has a token, or what an
+            # admin bound to system:anonymous or system:unauthenticated): RBAC decides, and APF and the
+            # audit see system:anonymous, as upstream does for any request without credentials
             user = ANONYMOUS
         request[AUDIT_REQUESTER] = user  # the audit's user, whoever it impersonates
         if warned:  # on whatever answers it, streams included, as upstream's recorder sets the header

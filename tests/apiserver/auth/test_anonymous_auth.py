@@ -49,6 +49,28 @@ async def test_by_default_a_request_without_credentials_is_anonymous(tmp_path):
         assert code == 403 and 'User "system:anonymous" cannot list resource "namespaces"' in json.loads(body)["message"]
 
 
+async def test_what_an_admin_binds_to_system_unauthenticated_an_anonymous_request_may_do(tmp_path):
+    """RBAC decides every anonymous request past the health and version paths, as upstream's chain
+    does: binding the service-account issuer's discovery to system:unauthenticated (what a workload
+    identity federation asks for) opens its JWKS to requests without credentials."""
+    async with served(tmp_path) as (server, api_client):
+        get = _getter(server)
+        assert (await get("/openid/v1/jwks"))[0] == 403
+        await asyncio.to_thread(client.RbacAuthorizationV1Api(api_client).create_cluster_role_binding, {
+            "metadata": {"name": "oidc-discovery-anonymous"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:service-account-issuer-discovery"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:unauthenticated"}]})
+        for _ in range(100):  # the binding reaches the authorizer through its informer
+            code, body = await get("/openid/v1/jwks")
+            if code == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert code == 200 and json.loads(body)["keys"]
+        code, body = await get("/api/v1/namespaces")  # nothing else the binding names
+        assert code == 403 and 'User "system:anonymous" cannot list resource "namespaces"' in json.loads(body)["message"]
+
+
 async def test_anonymous_auth_false_makes_it_a_401_everywhere_and_leaves_credentials_alone(tmp_path):
     async with served(tmp_path) as (server, api_client):
         auth_options.apply(server, _options(tmp_path, anonymous_auth=False))
