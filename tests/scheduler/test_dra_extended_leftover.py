@@ -16,18 +16,28 @@ from tests.scheduler.test_scheduler import add_node
 R, DRIVER = "resource.k8s.io", "fpga.example.com"
 
 
-async def test_a_leftover_extended_resource_claim_is_deleted_and_the_pod_schedules():
-    s = await make_stack()
-    client = s.client
-    await add_node(client, node("n"))
+async def fpga_class(client) -> None:
+    """DeviceClass fpga: the extended resource example.com/fpga, backed by DRIVER's devices."""
     await client.resource(R, "v1", "deviceclasses").create({
         "apiVersion": f"{R}/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
         "spec": {"extendedResourceName": "example.com/fpga",
                  "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
+
+
+async def fpga_node(client) -> None:
+    """Node n with one of DRIVER's devices (fpga-0) in its ResourceSlice, and the fpga class."""
+    await add_node(client, node("n"))
+    await fpga_class(client)
     await client.resource(R, "v1", "resourceslices").create({
         "apiVersion": f"{R}/v1", "kind": "ResourceSlice", "metadata": {"name": "n-fpgas"},
         "spec": {"driver": DRIVER, "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": "fpga-0"}]}})
+
+
+async def test_a_leftover_extended_resource_claim_is_deleted_and_the_pod_schedules():
+    s = await make_stack()
+    client = s.client
+    await fpga_node(client)
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
     body = pod("p")
     del body["metadata"]["uid"]
@@ -82,10 +92,7 @@ async def test_a_pod_with_dra_backed_resources_is_nominated_before_prebind_even_
     s = await make_stack()
     client = s.client
     await add_node(client, node("n", extra={"example.com/fpga": "4"}))
-    await client.resource(R, "v1", "deviceclasses").create({
-        "apiVersion": f"{R}/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
-        "spec": {"extendedResourceName": "example.com/fpga",
-                 "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
+    await fpga_class(client)
     pods = client.resource("", "v1", "pods")
     body = pod("p")
     del body["metadata"]["uid"]

@@ -7,24 +7,14 @@ import re
 
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
-from tests.scheduler import node, pod
-from tests.scheduler.test_scheduler import add_node
-
-R, DRIVER = "resource.k8s.io", "fpga.example.com"
+from tests.scheduler import pod
+from tests.scheduler.test_dra_extended_leftover import fpga_node
 
 
 async def test_a_claim_refused_by_quota_fails_prebind_with_upstreams_message():
     s = await make_stack()
     client = s.client
-    await add_node(client, node("n"))
-    await client.resource(R, "v1", "deviceclasses").create({
-        "apiVersion": f"{R}/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
-        "spec": {"extendedResourceName": "example.com/fpga",
-                 "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
-    await client.resource(R, "v1", "resourceslices").create({
-        "apiVersion": f"{R}/v1", "kind": "ResourceSlice", "metadata": {"name": "n-fpgas"},
-        "spec": {"driver": DRIVER, "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": "fpga-0"}]}})
+    await fpga_node(client)
     quotas = client.resource("", "v1", "resourcequotas")
     hard = {"fpga.deviceclass.resource.k8s.io/devices": "0"}
     q = await quotas.create({"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": hard}})
