@@ -138,9 +138,10 @@ def test_prometheus_answers_the_dashboards_queries(loaded):
         wait_for(lambda: len(_query(url, "up == 1")) == 2, 60, "both targets scraped")
         # attempts and writes between two scrapes, for the rates
         loaded.kubectl("scale", "deployment", "web", "--replicas=4")
-        for promql in QUERIES:
-            wait_for(lambda: _query(url, promql), 60, promql)
+        answers = {promql: wait_for(lambda: _query(url, promql), 60, promql) for promql in QUERIES}
     finally:
         prom.terminate()
         prom.wait(timeout=20)
         shutil.rmtree(d, ignore_errors=True)
+    for promql, samples in answers.items():  # every panel has a series, each a finite number
+        assert samples and all(float(s["value"][1]) >= 0 for s in samples), (promql, samples)
