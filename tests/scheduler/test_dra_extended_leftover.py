@@ -24,6 +24,15 @@ async def fpga_class(client) -> None:
                  "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
 
 
+def fpga_pod() -> dict:
+    """Pod p asking for one example.com/fpga (no uid: the server gives it one)."""
+    body = pod("p")
+    del body["metadata"]["uid"]
+    body["spec"]["containers"][0]["resources"] = {"requests": {"example.com/fpga": "1"},
+                                                  "limits": {"example.com/fpga": "1"}}
+    return body
+
+
 async def fpga_node(client) -> None:
     """Node n with one of DRIVER's devices (fpga-0) in its ResourceSlice, and the fpga class."""
     await add_node(client, node("n"))
@@ -39,11 +48,7 @@ async def test_a_leftover_extended_resource_claim_is_deleted_and_the_pod_schedul
     client = s.client
     await fpga_node(client)
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    body = pod("p")
-    del body["metadata"]["uid"]
-    body["spec"]["containers"][0]["resources"] = {"requests": {"example.com/fpga": "1"},
-                                                  "limits": {"example.com/fpga": "1"}}
-    p = await pods.create(body)
+    p = await pods.create(fpga_pod())
     # what an earlier scheduler's PreBind left when it stopped before the binding: the only
     # device allocated to the pod's claim, reserved for the pod
     left = await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {
@@ -94,11 +99,7 @@ async def test_a_pod_with_dra_backed_resources_is_nominated_before_prebind_even_
     await add_node(client, node("n", extra={"example.com/fpga": "4"}))
     await fpga_class(client)
     pods = client.resource("", "v1", "pods")
-    body = pod("p")
-    del body["metadata"]["uid"]
-    body["spec"]["containers"][0]["resources"] = {"requests": {"example.com/fpga": "1"},
-                                                  "limits": {"example.com/fpga": "1"}}
-    await pods.create(body)
+    await pods.create(fpga_pod())
     sched = Scheduler(client, seed=1)
     await sched.start()
     try:

@@ -7,8 +7,7 @@ import re
 
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
-from tests.scheduler import pod
-from tests.scheduler.test_dra_extended_leftover import fpga_node
+from tests.scheduler.test_dra_extended_leftover import fpga_node, fpga_pod
 
 
 async def test_a_claim_refused_by_quota_fails_prebind_with_upstreams_message():
@@ -20,11 +19,7 @@ async def test_a_claim_refused_by_quota_fails_prebind_with_upstreams_message():
     q = await quotas.create({"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": hard}})
     await quotas.update({**q, "status": {"hard": hard, "used": {k: "0" for k in hard}}}, subresource="status")
     pods = client.resource("", "v1", "pods")
-    body = pod("p")
-    del body["metadata"]["uid"]
-    body["spec"]["containers"][0]["resources"] = {"requests": {"example.com/fpga": "1"},
-                                                  "limits": {"example.com/fpga": "1"}}
-    await pods.create(body)
+    await pods.create(fpga_pod())
     sched = Scheduler(client, seed=1)
     await sched.start()
     try:
