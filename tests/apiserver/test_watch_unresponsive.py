@@ -43,6 +43,11 @@ async def _unread(tmp_path, **stream_options):
         await server.stop()
 
 
+async def _metrics(http: aiohttp.ClientSession) -> str:
+    async with http.get("/metrics") as r:
+        return await r.text()
+
+
 def _sample(metrics: str, series: tuple[str, ...]) -> float:
     """The sum of the samples of the series whose lines begin with series[0] and hold the rest."""
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
@@ -53,30 +58,26 @@ async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut_at_its
     async with _unread(tmp_path) as (server, ctx, reader, writer):
         async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}",
                                          connector=aiohttp.TCPConnector(ssl=ctx)) as http:
-            async def metrics() -> str:
-                async with http.get("/metrics") as r:
-                    return await r.text()
-
             writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=8 HTTP/1.1\r\n"
                          b"Host: localhost\r\n\r\n")
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             assert head.startswith(b"HTTP/1.1 200"), head
-            assert _sample(await metrics(), WATCHES) == 1
+            assert _sample(await _metrics(http), WATCHES) == 1
             cms = server.index.get("", "v1", "configmaps")
             for i in range(200):  # 13 MB, past every buffer between the watch and its client
                 await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"},
                                                                  "data": {"k": "x" * 65536}}, WriteOptions(user=SYSTEM))
             for _ in range(100):
-                if _sample(text := await metrics(), TERMINATED) == 1:
+                if _sample(text := await _metrics(http), TERMINATED) == 1:
                     break
                 await asyncio.sleep(0.1)
             assert _sample(text, TERMINATED) == 1
             assert _sample(text, WATCHES) == 1  # its task waits for the client
             for _ in range(100):  # until the watch's deadline, 8 s after it began
-                if _sample(await metrics(), WATCHES) == 0:
+                if _sample(await _metrics(http), WATCHES) == 0:
                     break
                 await asyncio.sleep(0.1)
-            assert _sample(await metrics(), WATCHES) == 0
+            assert _sample(await _metrics(http), WATCHES) == 0
         try:  # what the client then reads ends with the connection, not with the stream's last chunk
             rest = await asyncio.wait_for(reader.read(), 20)
         except ConnectionResetError:
@@ -135,10 +136,6 @@ async def test_a_watch_ended_while_its_client_has_stopped_reading_is_cut_at_its_
     async with _unread(tmp_path) as (server, ctx, reader, writer):
         async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}",
                                          connector=aiohttp.TCPConnector(ssl=ctx)) as http:
-            async def metrics() -> str:
-                async with http.get("/metrics") as r:
-                    return await r.text()
-
             crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
             gizmos = "/apis/unread.example.com/v1/namespaces/default/gizmos"
             async with http.post(crd, json=_gizmo_crd(("data",))) as r:
@@ -176,12 +173,12 @@ async def test_a_watch_ended_while_its_client_has_stopped_reading_is_cut_at_its_
                     break
                 await asyncio.sleep(0.05)
             assert server.cache.watcher_count == others
-            assert _sample(await metrics(), GIZMOS) == 1  # ended, its last chunk waiting for the client
+            assert _sample(await _metrics(http), GIZMOS) == 1  # ended, its last chunk waiting for the client
             for _ in range(200):  # until its deadline, 8 s after it began
-                if _sample(await metrics(), GIZMOS) == 0:
+                if _sample(await _metrics(http), GIZMOS) == 0:
                     break
                 await asyncio.sleep(0.05)
-            assert _sample(await metrics(), GIZMOS) == 0
+            assert _sample(await _metrics(http), GIZMOS) == 0
             for _ in range(40):
                 if not held():
                     break
