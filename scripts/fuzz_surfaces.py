@@ -57,10 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.e2e.conftest import start_cluster  # noqa: E402
 from tests.e2e.fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS  # noqa: E402
+from tests.e2e.fuzzing import Schemas  # noqa: E402
 from tests.e2e.test_hardening import Raw  # noqa: E402
 
 NS = "fuzz60"
-REF = "#/components/schemas/"
 ODD_STRINGS = ["", " ", "-1", "x" * 300, "é", "\x00", "0", "a/b", "::", "*", "..", "1Gi", "-1Gi", "NaN", "A", "1.5",
                "2026-13-45T99:99:99Z", "[", "100%", "9" * 40, "0x10", "1e-999", "a=b", "${x}", "\u202e", "\ud7ff"]
 ODD_INTS = [-1, 0, 1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 2**53 + 1, 65536, 3]
@@ -154,31 +154,6 @@ def _external(answer) -> bool:
 def _status(answer, code: int) -> bool:
     return isinstance(answer, dict) and answer.get("kind") == "Status" and answer.get("code") == code or (
         code == 418)  # (the metrics adapter's own answer, passed through)
-
-
-class Schemas:
-    """The OpenAPI v3 components of every group/version the server serves."""
-
-    def __init__(self, raw: Raw):
-        index = raw.request("GET", "/openapi/v3")[2]["paths"]
-        self.components: dict[str, dict] = {}
-        for entry in index.values():
-            doc = raw.request("GET", entry["serverRelativeURL"])[2]
-            self.components.update(doc.get("components", {}).get("schemas", {}))
-        self.kinds = {}
-        for s in self.components.values():
-            for gvk in s.get("x-kubernetes-group-version-kind", ()):
-                self.kinds.setdefault((gvk["group"], gvk["version"], gvk["kind"]), s)
-
-    def resolve(self, s: dict | None) -> dict:
-        while s:
-            if "$ref" in s:
-                s = self.components[s["$ref"][len(REF):]]
-            elif len(s.get("allOf") or ()) == 1:
-                s = s["allOf"][0]
-            else:
-                break
-        return s or {}
 
 
 def draw(rng: random.Random, schemas: Schemas, s: dict, key: str = "", depth: int = 0):
@@ -295,7 +270,7 @@ def family_shaped(p: Probe, rng: random.Random, until: float, dry_share: float =
         r = rng.choice(rs)
         gv = r["gv"]
         group, version = ("", "v1") if gv == "api/v1" else tuple(gv[5:].split("/"))
-        s = schemas.kinds.get((group, version, r["kind"]))
+        s = schemas.by_kind.get((group, version, r["kind"]))
         if s is None:
             continue
         n += 1
@@ -337,7 +312,7 @@ def family_status(p: Probe, rng: random.Random, until: float) -> None:
         if r is None or plural in CREATE_ONLY:
             continue
         group, version = ("", "v1") if gv == "api/v1" else tuple(gv[5:].split("/"))
-        s = schemas.resolve(schemas.kinds.get((group, version, kind)))
+        s = schemas.resolve(schemas.by_kind.get((group, version, kind)))
         sub = (s.get("properties") or {}).get("status")
         if sub is None or status is None:
             continue
@@ -789,7 +764,7 @@ def family_workloads(p: Probe, rng: random.Random, until: float) -> None:
     while time.monotonic() < until:
         n += 1
         for kind, plural in (("Workload", "workloads"), ("PodGroup", "podgroups")):
-            s = schemas.kinds.get(("scheduling.k8s.io", "v1beta1", kind))
+            s = schemas.by_kind.get(("scheduling.k8s.io", "v1beta1", kind))
             if s is None:
                 return
             body = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": kind, "metadata": {"name": f"{plural[0]}{n}"},

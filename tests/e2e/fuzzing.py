@@ -314,25 +314,26 @@ def deep(depth: int) -> Any:
 
 
 class Schemas:
-    """The OpenAPI v3 components the server serves, per group/version, fetched once."""
+    """The OpenAPI v3 components the server serves, per group/version, fetched once: those of
+    `kinds`' group/versions, or of every one the server lists (scripts/fuzz_surfaces.py)."""
 
-    def __init__(self, raw: Raw, kinds: list):
+    def __init__(self, raw: Raw, kinds: list | None = None):
         index = raw.request("GET", "/openapi/v3")[2]["paths"]
         self.components: dict[str, dict] = {}
-        for gv in {k[0] for k in kinds}:
+        for gv in index if kinds is None else {k[0] for k in kinds}:
             doc = raw.request("GET", index[gv]["serverRelativeURL"])[2]
-            self.components.update(doc["components"]["schemas"])
+            self.components.update(doc.get("components", {}).get("schemas", {}))
         #: (group, version, kind) -> its schema, the first component that names it (every draw looks one up)
-        self._kinds: dict[tuple[str, str, str], dict] = {}
+        self.by_kind: dict[tuple[str, str, str], dict] = {}
         for s in self.components.values():
             for gvk in s.get("x-kubernetes-group-version-kind", ()):
-                self._kinds.setdefault((gvk["group"], gvk["version"], gvk["kind"]), s)
+                self.by_kind.setdefault((gvk["group"], gvk["version"], gvk["kind"]), s)
 
     def kind(self, group_version: str, kind: str) -> dict:
         group = "" if group_version == "api/v1" else group_version.split("/")[1]
         version = group_version.rsplit("/", 1)[1]
         try:
-            return self._kinds[(group, version, kind)]
+            return self.by_kind[(group, version, kind)]
         except KeyError:
             raise LookupError(kind) from None
 
