@@ -194,6 +194,7 @@ class APIServer:
         self.handlers.streams.authorize = self.decide
         self.handlers.reviews = self.rest.reviews = Reviews(self.decide, self.rbac.rules_for,
                                                             self._token_review if self.tokens else None)
+        self.handlers.reviews.unlisted = self.authorizer.unlisted
         self.handlers.sub.tokens = self.tokens
         #: who may go without credentials, and where (--anonymous-auth, the authentication config's `anonymous`)
         self.anonymous = ANONYMOUS_ALLOWED

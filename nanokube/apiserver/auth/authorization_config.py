@@ -37,7 +37,7 @@ from .authentication_config import ConfigError, aggregate, compile_conditions, d
 from .authentication_controller import id_hash
 from .config_reload import ReloadedConfig
 from .authorizer import Attributes, Decision
-from .node import NodeAuthorizer, node_of
+from .node import NOT_LISTED, NodeAuthorizer, node_of
 from .webhook import ALLOW, DENY, NO_OPINION, WebhookAuthorizer, WebhookSpec, review_spec
 
 log = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ class AuthorizationController(ReloadedConfig):
             if kind == "Webhook":
                 why.append("webhook authorizer does not support user rule resolution")
             elif kind == "Node" and node_of(user_name, groups):
-                why.append("node authorizer does not support user rule resolution")
+                why.append(NOT_LISTED)
         return list(dict.fromkeys(why))
 
     def build(self, text: str) -> ConfiguredAuthorizer:
