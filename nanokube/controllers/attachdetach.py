@@ -8,7 +8,9 @@ finished) and the kubelet no longer lists it in status.volumesInUse (or 6 minute
 volume is dropped from the Node's list and its VolumeAttachment deleted: the attacher detaches it
 and lets the object go. A ReadWriteOnce volume attached to one node is not attached to a second
 (Multi-Attach error); an attacher's attachError, or none answering within 2 minutes, is a
-FailedAttachVolume on the pods, in upstream's words. Works per node, from informers only."""
+FailedAttachVolume on the pods, in upstream's words. Works per node, from informers only, and
+detaches only its actual state of world's attachments: those it made and those found at its start
+under the names it gives; another client's VolumeAttachments are left alone."""
 
 from __future__ import annotations
 
@@ -84,9 +86,11 @@ class AttachDetachController(Controller):
         self._unmounting: dict[str, float] = {}
         #: attachment name -> the last attach outcome told to its pods
         self._told: dict[str, str] = {}
-        #: attachment name -> its volume's unique name, kept to detach it after its PersistentVolume went
-        #: (a VolumeAttachment whose volume was never known is left alone, as upstream's actual state of
-        #: world takes in only those whose PersistentVolume it finds)
+        #: the actual state of world: attachment name -> its volume's unique name, for those this
+        #: controller asked for (or found, under the name it gives, for a pod's volume) and those found
+        #: at start whose PersistentVolume names them so (processVolumeAttachments' uncertain ones);
+        #: it detaches only these, also after their PersistentVolume went. Another client's
+        #: VolumeAttachment made later (another attacher's, a test's) is none of its business.
         self._known: dict[str, str] = {}
         #: PersistentVolume name -> the nodes waiting for it to be detached elsewhere
         self._blocked: dict[str, set[str]] = {}
@@ -101,6 +105,22 @@ class AttachDetachController(Controller):
 
     def informers(self):
         return [self.nodes, self.volumes, self.claims, self.drivers, self.attachments, self.pods]
+
+    async def start(self) -> None:
+        await super().start()
+        self._take_in_attachments()  # before any sync: the workers run from the next await on
+
+    def _take_in_attachments(self) -> None:
+        """processVolumeAttachments: a VolumeAttachment there at start, under the name this controller
+        gives its PersistentVolume's volume on that node, is taken in as uncertain: attached again
+        where a pod wants it, else detached."""
+        for va in self.attachments.list():
+            spec = va.get("spec") or {}
+            pv = self.volumes.get((spec.get("source") or {}).get(_PV) or "")
+            csi = ((pv or {}).get("spec") or {}).get("csi")
+            if csi and va["metadata"]["name"] == attachment_name(
+                    csi.get("volumeHandle", ""), csi.get("driver", ""), spec.get("nodeName", "")):
+                self._known[va["metadata"]["name"]] = unique_name(csi.get("driver", ""), csi.get("volumeHandle", ""))
 
     # --- handlers: each pod event asks only whether the pod is on a node and mounts a claim ---
 
@@ -144,6 +164,9 @@ class AttachDetachController(Controller):
             self.queue.add(node)
 
     def _attachment_gone(self, va: dict) -> None:
+        """Detached (the actual state lets it go only now: until then it still holds its volume
+        against a second node), or deleted by someone else (attached again if still wanted)."""
+        self._known.pop(va["metadata"]["name"], None)
         self._attachment(va)
         for node in self._blocked.pop(((va.get("spec") or {}).get("source") or {}).get(_PV) or "", ()):
             self.queue.add(node)
@@ -192,21 +215,16 @@ class AttachDetachController(Controller):
                 await self._attach(name, want, node_name)
                 again.append(ATTACH_TIMEOUT)
             elif not va["metadata"].get("deletionTimestamp"):  # one being detached is asked for again once gone
+                self._known[name] = unique_name(want.driver, want.handle)
                 left = await self._attach_outcome(name, want, va, now)
                 if left:
                     again.append(left)
         in_use = set(((node or {}).get("status") or {}).get("volumesInUse") or ())
         report, detach = [], []
         for name, va in have.items():
-            if va["metadata"].get("deletionTimestamp"):
-                continue
-            spec = va.get("spec") or {}
-            pv = self.volumes.get((spec.get("source") or {}).get(_PV) or "")
-            csi = ((pv or {}).get("spec") or {}).get("csi")
-            unique = unique_name(spec.get("attacher", ""), csi.get("volumeHandle", "")) if csi else self._known.get(name)
-            if unique is None:
-                continue  # no volume of ours: upstream's actual state never takes one in
-            self._known[name] = unique
+            unique = self._known.get(name)
+            if unique is None or va["metadata"].get("deletionTimestamp"):
+                continue  # not in the actual state of world, or being detached
             if name in wanted:
                 self._unmounting.pop(name, None)
             elif unique in in_use and (left := self._unmounting.setdefault(name, now) + MAX_WAIT_FOR_UNMOUNT - now) > 0:
@@ -214,7 +232,7 @@ class AttachDetachController(Controller):
             else:
                 detach.append(name)
                 continue
-            if (va.get("status") or {}).get("attached") and unique:
+            if (va.get("status") or {}).get("attached"):
                 report.append(unique)
         if node is not None:
             await self._report(node, report)  # before detaching, as RemoveVolumeFromReportAsAttached
@@ -224,7 +242,7 @@ class AttachDetachController(Controller):
             except APIError as e:
                 if e.code != 404:
                     raise
-            for d in (self._attaching, self._unmounting, self._told, self._known):
+            for d in (self._attaching, self._unmounting, self._told):
                 d.pop(name, None)
         if again:
             self.queue.add_after(node_name, max(min(again), 0.001))
@@ -233,7 +251,8 @@ class AttachDetachController(Controller):
         """Create the VolumeAttachment, unless the volume may be attached to one node only and is
         attached (or being attached) to another."""
         pv_name = want.pv["metadata"]["name"]
-        elsewhere = [va for va in self.attachments.by_index(_PV, pv_name) if va["spec"].get("nodeName") != node]
+        elsewhere = [va for va in self.attachments.by_index(_PV, pv_name)
+                     if va["spec"].get("nodeName") != node and va["metadata"]["name"] in self._known]
         if elsewhere and _exclusive(want.pv):
             self._blocked.setdefault(pv_name, set()).add(node)
             await self._multi_attach(name, want, {va["spec"].get("nodeName") for va in elsewhere})
@@ -245,6 +264,7 @@ class AttachDetachController(Controller):
         except APIError as e:
             if e.code != 409:
                 raise
+        self._known[name] = unique_name(want.driver, want.handle)
         self._attaching.setdefault(name, self.clock.now())
 
     async def _multi_attach(self, name: str, want: _Wanted, nodes: set[str]) -> None:

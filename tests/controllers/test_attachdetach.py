@@ -151,3 +151,49 @@ async def test_a_read_write_once_volume_is_not_attached_to_a_second_node(env):
     await pods.delete("first", "default", grace_period_seconds=0)
     await ticking(clock, phase_is(pods, "second", "Running"))
     assert await attachment(client, attachment_name("shared", CSI_DRIVER, "gpu-0")) is None
+
+
+async def test_volume_attachments_another_client_made_are_left_alone_until_a_restart_takes_ours_in(env):
+    """The controller detaches only what its actual state holds: a VolumeAttachment another client
+    makes (another attacher's, or one under the controller's own name for a volume no pod wants) is
+    neither detached nor listed on the Node, while pods' volumes come and go there. A controller
+    starting later takes in the one under its name as uncertain and detaches it (no pod wants it);
+    the other attacher's stays."""
+    client, clock, root = env
+    (root / "volumes" / "disk").mkdir(parents=True)
+    (root / "volumes" / "spare").mkdir(parents=True)
+    spare = {"driver": CSI_DRIVER, "volumeHandle": "spare", "volumeAttributes": {"path": str(root / "volumes" / "spare")}}
+    await client.resource("", "v1", "persistentvolumes").create({"metadata": {"name": "pv-spare"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "", "csi": spare}})
+    ours, theirs = attachment_name("spare", CSI_DRIVER, "gpu-0"), "dra-driver-gpu-0"
+    for name, attacher in ((ours, CSI_DRIVER), (theirs, "gpu.example.com")):
+        await client.resource(*VA).create({"metadata": {"name": name}, "spec": {
+            "attacher": attacher, "nodeName": "gpu-0", "source": {"persistentVolumeName": "pv-spare"}}})
+    await claimed_pod(client, "user", "gpu-0", {"driver": CSI_DRIVER, "volumeHandle": "disk",
+                                                "volumeAttributes": {"path": str(root / "volumes" / "disk")}})
+    pods, nodes = client.resource("", "v1", "pods"), client.resource("", "v1", "nodes")
+    await ticking(clock, phase_is(pods, "user", "Running"))
+    assert [v["name"] for v in (await nodes.get("gpu-0"))["status"]["volumesAttached"]] == [
+        f"kubernetes.io/csi/{CSI_DRIVER}^disk"]
+    await pods.delete("user", "default", grace_period_seconds=0)
+
+    async def detached():
+        return await attachment(client, attachment_name("disk", CSI_DRIVER, "gpu-0")) is None and \
+            not (await nodes.get("gpu-0"))["status"].get("volumesAttached")
+    await ticking(clock, detached)
+    await clock.advance(400)  # past maxWaitForUnmount too
+    for name in (ours, theirs):
+        va = await attachment(client, name)
+        assert va is not None and "deletionTimestamp" not in va["metadata"]
+    assert (await attachment(client, ours))["status"]["attached"]  # the built-in attacher attached it
+
+    restarted = AttachDetachController(client, clock)
+    await restarted.start()
+    try:
+        async def ours_detached():
+            return await attachment(client, ours) is None
+        assert await ticking(clock, ours_detached)
+        await clock.advance(400)
+        assert "deletionTimestamp" not in (await attachment(client, theirs))["metadata"]
+    finally:
+        await restarted.stop()
