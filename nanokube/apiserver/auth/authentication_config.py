@@ -19,14 +19,16 @@ import re
 import ssl
 import urllib.parse
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
+from ...machinery import errors
 from ...machinery.validation import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
+from .. import serializer
+from .config_reload import read_text
 from .serviceaccount import ISSUER as SERVICE_ACCOUNT_ISSUER
 
 GROUP = "apiserver.config.k8s.io"
@@ -132,14 +134,22 @@ def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
     return out
 
 
+#: the bytes of a file that are not UTF-8, as read_text keeps them
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
 def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
     """The object a configuration file holds (YAML or JSON): ConfigError where the decoder refuses it."""
     if not text:
         raise ConfigError("empty config data")
+    if _NOT_UTF8.search(text):
+        raise ConfigError("error converting YAML to JSON: yaml: invalid leading UTF-8 octet")
     try:
-        doc = yaml.safe_load(text)
+        doc = serializer.loads_yaml(text)  # (aliases and nesting bounded as a request body's are)
     except yaml.YAMLError as e:
         raise ConfigError(f"error converting YAML to JSON: {e}") from None
+    except errors.APIError as e:
+        raise ConfigError(f"error converting YAML to JSON: {e.message}") from None
     if not isinstance(doc, dict):
         raise ConfigError("couldn't get version/kind; json parse error: not an object")
     version, got = doc.get("apiVersion") or "", doc.get("kind") or ""
@@ -449,7 +459,7 @@ def parse(text: str, disallowed_issuers: tuple[str, ...] = (SERVICE_ACCOUNT_ISSU
 
 def read(path: str) -> Configuration:
     try:
-        text = Path(path).read_text()
+        text = read_text(path)
     except OSError as e:
         raise ConfigError(f'failed to load authentication configuration from file "{path}": '
                           f'open {path}: {(e.strerror or str(e)).lower()}') from None

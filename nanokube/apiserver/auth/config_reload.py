@@ -17,6 +17,12 @@ log = logging.getLogger(__name__)
 RELOAD_PERIOD = 1.0
 
 
+def read_text(path: str) -> str:
+    """A config file's text; bytes that are not UTF-8 kept as lone surrogates, which the YAML decoder
+    refuses (go-yaml's "invalid leading UTF-8 octet"), so that a bad file is a bad config, not a crash."""
+    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+
+
 class ReloadedConfig:
     """A subclass builds from a text (`build`, ValueError when it cannot), applies what it built
     (`apply`), and says what it is (`what`: "authentication"); its metrics have `reloaded(ok, now)`."""
@@ -51,7 +57,7 @@ class ReloadedConfig:
     def reload(self) -> None:
         """The file judged once, if it changed since it was last."""
         try:
-            text = Path(self.path).read_text()
+            text = read_text(self.path)
         except OSError as e:  # (not tracked: a file being replaced may be back at the next read)
             log.error("failed to read %s config file: %s", self.what, e)
             self.metrics.reloaded(False, self.clock.now())

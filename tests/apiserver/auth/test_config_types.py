@@ -40,7 +40,26 @@ def test_up_stops_on_a_value_of_the_wrong_type_with_one_line(tmp_path, capsys, f
     assert not (tmp_path / "d").exists()  # nothing started
 
 
-async def test_a_reloaded_file_of_the_wrong_type_fails_and_the_next_good_one_still_applies(tmp_path):
+@pytest.mark.parametrize("flag, config, line", [
+    ("--authentication-config", (AUTHN + "jwt: " + "[" * 3000 + "]" * 3000 + "\n").encode(), "exceeded maximum nesting depth"),
+    ("--authorization-config", ("a: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n").encode(), "exceeded maximum nesting depth"),
+    ("--authentication-config", AUTHN.encode() + b"jwt: \xff\xfe\n", "yaml: invalid leading UTF-8 octet"),
+    ("--authorization-config", AUTHZ.encode() + b"x0: &a0 [a,a,a,a,a,a,a,a,a,a]\n" + b"".join(
+        b"x%d: &a%d [%s]\n" % (i, i, b",".join([b"*a%d" % (i - 1)] * 10)) for i in range(1, 9)),
+     "document contains excessive aliasing"),
+])
+def test_up_stops_on_a_file_too_deep_aliased_or_not_utf8_without_a_traceback(tmp_path, capsys, flag, config, line):
+    """(Before, a nesting past Python's recursion limit or a byte that is not UTF-8 was a traceback out
+    of `up`, and on reload ended the reload loop; aliases were expanded without a bound.)"""
+    path = tmp_path / "config.yaml"
+    path.write_bytes(config)
+    assert main(["up", "--data-dir", str(tmp_path / "d"), flag, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nanokube: {flag}: ") and line in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("bad", [(AUTHN + "jwt: 5\n").encode(), b"[" * 3000 + b"]" * 3000, AUTHN.encode() + b"jwt: \xff\n"])
+async def test_a_reloaded_file_of_the_wrong_type_fails_and_the_next_good_one_still_applies(tmp_path, bad):
     def reloads(text: str, status: str) -> int:
         found = re.search(r'apiserver_authentication_config_controller_automatic_reloads_total\{apiserver_id_hash='
                           rf'"sha256:\w+",status="{status}"\}} (\d+)', text)
@@ -55,7 +74,7 @@ async def test_a_reloaded_file_of_the_wrong_type_fails_and_the_next_good_one_sti
 
     config = tmp_path / "authn.yaml"
     async with served_with(tmp_path, AUTHN + ISSUER % "[a]") as (server, _):
-        config.write_text(AUTHN + "jwt: 5\n")
+        config.write_bytes(bad)
         assert reloads(await until("failure"), "failure") == 1
         config.write_text(good := AUTHN + ISSUER % "[b]")
         text = await until("success")
