@@ -9,6 +9,7 @@ import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.controllers.attachdetach import AttachDetachController
+from nanokube.controllers.pv_protection import PVProtectionController
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
@@ -197,3 +198,41 @@ async def test_volume_attachments_another_client_made_are_left_alone_until_a_res
         assert "deletionTimestamp" not in (await attachment(client, theirs))["metadata"]
     finally:
         await restarted.stop()
+
+
+async def test_a_volume_deleted_while_attached_stays_until_it_is_detached(env):
+    """The attacher puts its finalizer on the PersistentVolume as it attaches it: deleted while its
+    pod runs, the volume stays (Terminating; the PV protection controller let it go, no claim being
+    Bound here) as long as a VolumeAttachment names it, and goes once the pod's end detached it."""
+    client, clock, root = env
+    protection = PVProtectionController(client, clock)
+    await protection.start()
+    try:
+        await deleted_while_attached(client, clock, root)
+    finally:
+        await protection.stop()
+
+
+async def deleted_while_attached(client, clock, root) -> None:
+    path = root / "volumes" / "held"
+    path.mkdir(parents=True)
+    await claimed_pod(client, "user", "gpu-0", {"driver": CSI_DRIVER, "volumeHandle": "held",
+                                                "volumeAttributes": {"path": str(path)}})
+    pods, pvs = client.resource("", "v1", "pods"), client.resource("", "v1", "persistentvolumes")
+    await ticking(clock, phase_is(pods, "user", "Running"))
+    ours = "external-attacher/local-csi-nanokube-io"
+    assert (await pvs.get("pv-user"))["metadata"]["finalizers"] == ["kubernetes.io/pv-protection", ours]
+    await pvs.delete("pv-user")
+    await clock.advance(30)
+    pv = await pvs.get("pv-user")
+    assert pv["metadata"]["deletionTimestamp"] and pv["metadata"]["finalizers"] == [ours]
+    assert (await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")))["status"]["attached"]
+    await pods.delete("user", "default", grace_period_seconds=0)
+
+    async def volume_gone():
+        try:
+            await pvs.get("pv-user")
+        except APIError as e:
+            return e.code == 404
+    assert await ticking(clock, volume_gone)
+    assert await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")) is None

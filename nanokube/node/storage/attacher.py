@@ -3,10 +3,13 @@ name beside its provisioner): it acts on the VolumeAttachments whose attacher is
 attach/detach controller makes one only where the driver's CSIDriver asks for attaching
 (attachRequired, or no CSIDriver at all), which the one installed with nanokube does not; an
 admin who recreates it with `attachRequired: true` gets the whole attach path. ControllerPublish
-of a directory needs the volume to be the driver's, its directory and the node to exist: then the
-attacher's finalizer and status.attached (no metadata), else status.attachError with the reason,
-tried again with backoff. A deleted one is ControllerUnpublished (nothing to undo for a directory):
-attached false, then the finalizer goes, letting the object go."""
+of a directory needs the volume to be the driver's and not being deleted, its directory and the
+node to exist: then the attacher's finalizer `external-attacher/<driver>` on the PersistentVolume
+and on the VolumeAttachment, and status.attached (no metadata), else status.attachError with the
+reason, tried again with backoff. A deleted one is ControllerUnpublished (nothing to undo for a
+directory): attached false, then the finalizer goes, letting the object go. A PersistentVolume
+being deleted keeps the finalizer while any VolumeAttachment names it, so it is not gone while
+attached somewhere; once the last one went, the attacher takes its finalizer off."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from ...clock import REAL, Clock
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from ...volume.attachment import attacher_finalizer
+
+_PV = "persistentVolumeName"
 
 
 class PublishError(Exception):
@@ -35,16 +40,33 @@ class LocalPathAttacher(Controller):
         self.pvs = client.resource("", "v1", "persistentvolumes")
         self.nodes = client.resource("", "v1", "nodes")
         self.attachments = Informer(self.vas, clock=clock)
-        self.attachments.add_handlers(on_add=self._attachment, on_update=lambda old, new: self._attachment(new))
+        self.attachments.add_index(_PV, lambda va: ((va.get("spec") or {}).get("source") or {}).get(_PV))
+        self.volumes = Informer(self.pvs, clock=clock)
+        self.attachments.add_handlers(on_add=self._attachment, on_update=lambda old, new: self._attachment(new),
+                                      on_delete=self._attachment_gone)
+        self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
 
     def informers(self):
-        return [self.attachments]
+        return [self.volumes, self.attachments]
 
     def _attachment(self, va: dict) -> None:
         if (va.get("spec") or {}).get("attacher") == self.driver:
-            self.queue.add(va["metadata"]["name"])
+            self.queue.add(("va", va["metadata"]["name"]))
 
-    async def sync(self, name: str) -> None:
+    def _attachment_gone(self, va: dict) -> None:
+        """The volume may be free of attachments now: its finalizer goes if it is being deleted."""
+        if pv := ((va.get("spec") or {}).get("source") or {}).get(_PV):
+            self.queue.add(("pv", pv))
+
+    def _volume(self, pv: dict) -> None:
+        if pv["metadata"].get("deletionTimestamp") and self.finalizer in (pv["metadata"].get("finalizers") or ()):
+            self.queue.add(("pv", pv["metadata"]["name"]))
+
+    async def sync(self, key: tuple[str, str]) -> None:
+        kind, name = key
+        if kind == "pv":
+            await self._release(name)
+            return
         va = self.attachments.get(name)
         if va is None:
             return
@@ -55,41 +77,60 @@ class LocalPathAttacher(Controller):
             if self.finalizer in finalizers:
                 if status.get("attached"):
                     va = await self._status(name, {"attached": False, "attachmentMetadata": None, "detachError": None})
-                await self._finalizers(va, [f for f in finalizers if f != self.finalizer])
+                await self._finalizers(self.vas, va, [f for f in finalizers if f != self.finalizer])
             return
-        if self.finalizer not in finalizers:  # before publishing, so a detach always reaches the driver
-            va = await self._finalizers(va, [*finalizers, self.finalizer])
         if status.get("attached"):
             return
         try:
-            await self._publish(va)
+            await self._attach(va)
         except PublishError as e:
             await self._status(name, {"attachError": {"message": str(e), "time": self.clock.rfc3339()}})
             raise
         await self._status(name, {"attached": True, "attachError": None})
 
-    async def _publish(self, va: dict) -> None:
-        """ControllerPublishVolume for a directory: nothing to do once volume and node are found."""
+    async def _attach(self, va: dict) -> None:
+        """csiAttach: what can be checked before the VolumeAttachment's finalizer (which would hold
+        it back on an error), the PersistentVolume's finalizer first, then ControllerPublishVolume,
+        which for a directory only needs it to exist."""
         spec = va.get("spec") or {}
-        pv_name = (spec.get("source") or {}).get("persistentVolumeName") or ""
+        pv_name = (spec.get("source") or {}).get(_PV) or ""
+        pv = self.volumes.get(pv_name)
+        if pv is None:
+            raise PublishError(f'persistentvolume "{pv_name}" not found')
+        if pv["metadata"].get("deletionTimestamp"):
+            raise PublishError(f'PersistentVolume "{pv_name}" is marked for deletion')
+        csi = (pv.get("spec") or {}).get("csi") or {}
+        if csi.get("driver") != self.driver:
+            raise PublishError(f"rpc error: code = InvalidArgument desc = volume {pv_name} is not a {self.driver} volume")
+        if self.finalizer not in (pv["metadata"].get("finalizers") or ()):
+            await self._finalizers(self.pvs, pv, [*(pv["metadata"].get("finalizers") or ()), self.finalizer])
         try:
-            pv = await self.pvs.get(pv_name)
             await self.nodes.get(spec.get("nodeName", ""))
         except APIError as e:
             if e.code != 404:
                 raise
             raise PublishError(e.message) from None
-        csi = (pv.get("spec") or {}).get("csi") or {}
-        if csi.get("driver") != self.driver:
-            raise PublishError(f"rpc error: code = InvalidArgument desc = volume {pv_name} is not a {self.driver} volume")
+        finalizers = va["metadata"].get("finalizers") or []
+        if self.finalizer not in finalizers:  # before publishing, so a detach always reaches the driver
+            await self._finalizers(self.vas, va, [*finalizers, self.finalizer])
         path = (csi.get("volumeAttributes") or {}).get("path") or ""
         if not os.path.isdir(path):
             raise PublishError(f"rpc error: code = NotFound desc = volume {pv_name}: {path} does not exist")
 
+    async def _release(self, name: str) -> None:
+        """SyncNewOrUpdatedPersistentVolume: a PersistentVolume being deleted loses the finalizer
+        once no VolumeAttachment (of any attacher) names it."""
+        pv = self.volumes.get(name)
+        if pv is None or not pv["metadata"].get("deletionTimestamp") or \
+                self.finalizer not in (pv["metadata"].get("finalizers") or ()) or self.attachments.by_index(_PV, name):
+            return
+        await self._finalizers(self.pvs, pv, [f for f in pv["metadata"]["finalizers"] if f != self.finalizer])
+
     async def _status(self, name: str, status: dict) -> dict:
         return await self.vas.patch(name, {"status": status}, subresource="status")
 
-    async def _finalizers(self, va: dict, finalizers: list[str]) -> dict:
-        md = va["metadata"]
-        return await self.vas.patch(md["name"], {"metadata": {"finalizers": finalizers or None,
-                                                              "resourceVersion": md["resourceVersion"]}})
+    @staticmethod
+    async def _finalizers(rc, obj: dict, finalizers: list[str]) -> dict:
+        md = obj["metadata"]
+        return await rc.patch(md["name"], {"metadata": {"finalizers": finalizers or None,
+                                                        "resourceVersion": md["resourceVersion"]}})
