@@ -14,12 +14,16 @@ import sys
 import urllib.parse
 
 from . import gcsettle
+from .machinery import logs
 
 log = logging.getLogger("nanokube")
 
 #: every subcommand but `up` (this module's): the module that adds its parser and runs it
 COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager": "cli_controller_manager",
             "proxy": "cli_proxy", "scheduler": "cli_scheduler", "simulate": "cli_simulate"}
+#: the commands that run components, which take component-base's logging flags (machinery/logs.py);
+#: the others are clients, whose few records keep Python's form
+LOGGED = ("up", "controller-manager", "proxy", "scheduler", "simulate")
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -215,7 +219,8 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          audit_options.worker_argv(args) + auth_options.worker_argv(args), args.feature_gates, args.runtime_config,
+                          audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args),
+                          args.feature_gates, args.runtime_config,
                           os.path.abspath(args.admission_control_config_file) if args.admission_control_config_file else "")
         try:
             await workers.start()
@@ -495,7 +500,6 @@ def _add_up_parser(sub) -> None:
                     help="kube-apiserver's --runtime-config (api/all, api/ga, api/beta, api/alpha, group/version, "
                          "group/version/resource): on top of nanokube's api/all=true, which serves every version "
                          "it implements")
-    up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
 
 
@@ -516,9 +520,20 @@ def main(argv: list[str] | None = None) -> int:
                for name, module in COMMANDS.items() if wanted in (None, name)}
     for module in modules.values():
         module.add_parser(sub)
+    for name in LOGGED:
+        if name in sub.choices:
+            logs.add_arguments(sub.choices[name])
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.command in LOGGED:
+        try:
+            logs.validate(args)
+        except ValueError as e:
+            print(f"nanokube {args.command}: {e}", file=sys.stderr)
+            return 2
+        logs.configure(args)
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                            stream=sys.stderr)
     if args.command == "up":
         import uvloop
 

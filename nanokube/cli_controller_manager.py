@@ -53,7 +53,6 @@ def add_parser(sub) -> None:
                    help="each controller acts as its own kube-system service account (token from TokenRequest), "
                         "held to its system:controller:<name> role")
     component_server.add_arguments(p, SECURE_PORT)
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def _add_signing_arguments(p) -> None:

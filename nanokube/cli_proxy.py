@@ -140,7 +140,6 @@ def add_parser(sub) -> None:
     p.add_argument("--kube-api-burst", type=int, default=None, metavar="N",
                    help="the requests sent at once before --kube-api-qps holds (default 10)." + ignored)
     p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables tables (ip and ip6) and exit")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 #: the flags that map into a KubeProxyConfiguration, by their argparse names: ignored with --config

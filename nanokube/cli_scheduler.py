@@ -111,7 +111,6 @@ def add_parser(sub) -> None:
                    help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): profiles, plugins, backoff")
     add_arguments(p, LEASE_NAME, "scheduling")
     component_server.add_arguments(p, SECURE_PORT)
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedScheduler, stop: asyncio.Event,

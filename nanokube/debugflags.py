@@ -4,11 +4,11 @@ with profiling (on by default): /debug/flags/v sets the log verbosity at run tim
 
 from __future__ import annotations
 
-import logging
 import re
 
 from aiohttp import web
 
+from .machinery import logs
 from .apiserver.healthz import TEXT
 from .machinery.gofmt import quote
 
@@ -42,8 +42,8 @@ async def _index(request: web.Request) -> web.Response:
 
 
 async def _verbosity(request: web.Request) -> web.Response:
-    """/debug/flags/v, StringFlagPutHandler over klog's verbosity: a PUT of a number sets it, as
-    the log level (4 and above is debug logging, nanokube's -v); any other method is refused."""
+    """/debug/flags/v, StringFlagPutHandler over klog's verbosity: a PUT of a number sets -v's
+    verbosity (logs.set_verbosity; a negative one is V(0)'s); any other method is refused."""
     if request.method != "PUT":
         return _plain(406, "unsupported http method")
     value = (await request.read()).decode(errors="replace")
@@ -52,8 +52,7 @@ async def _verbosity(request: web.Request) -> web.Response:
         why = "value out of range"
     if why:
         return _plain(400, f"failed set klog.logging.verbosity {value}: strconv.ParseInt: parsing {quote(value)}: {why}")
-    level = int(value)
-    logging.getLogger().setLevel(logging.DEBUG if level >= 4 else logging.INFO)
+    logs.set_verbosity(int(value))
     return _plain(200, f"successfully set klog.logging.verbosity to {value}")
 
 

@@ -34,6 +34,7 @@ import sys
 from aiohttp import hdrs, web
 
 from .. import gcsettle
+from ..machinery import logs
 from . import expect
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
@@ -325,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--admission-control-config-file", default="", help="up's")
     audit_options.add_flags(p)  # up's
     auth_options.add_flags(p)  # up's
+    logs.add_arguments(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
@@ -332,8 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != args.ppid:  # worker 0 ended before the signal was set
         return 1
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s worker {args.worker} %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logs.configure(args)  # up's logging flags: klog's header names the worker's process id
     import uvloop
 
     return uvloop.run(_serve(args))

@@ -32,13 +32,15 @@ from .framework import (
 )
 from .metrics import Metrics
 from .podgroups import PodGroupIndex
-from ..machinery import featuregates
+from ..machinery import featuregates, logs
 from ..machinery.meta import object_key
 from ..machinery.podgroups import group_priority, min_count
 from .queue import QueuedPodGroupInfo, SchedulingQueue
 from .workload_cycle import WorkloadCycle
 
 log = logging.getLogger(__name__)
+#: klog V(2), the verbosity of kube-scheduler's line for each bound pod
+_V2 = logs.level(2)
 
 #: share of cycles whose per-plugin durations are recorded, as upstream's pluginMetricsSamplePercent
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
@@ -419,6 +421,9 @@ class Scheduler:
         self.queue.done(info)
         fwk.run_post_bind(state, info, node)
         md = info.pod["metadata"]
+        if log.isEnabledFor(_V2):  # kube-scheduler's V(2) line for a bound pod (`-v=2`, `--vmodule=scheduler=2`)
+            log.log(_V2, "Successfully bound pod to node",
+                    extra=logs.values(pod=logs.obj(md.get("namespace"), md["name"]), node=node))
         await self._write(self.api.event(info.pod, "Normal", "Scheduled",
                                          f"Successfully assigned {md.get('namespace')}/{md['name']} to {node}"))
 

@@ -14,8 +14,11 @@ import collections
 import re
 from dataclasses import dataclass
 
-#: the record header of `nanokube up`'s logging format ("%(asctime)s %(levelname)s %(name)s: %(message)s")
-HEADER = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<level>[A-Z]+) (?P<logger>\S+): (?P<msg>.*)$")
+#: the record header of `nanokube up`'s logging format (klog's text header, nanokube/machinery/logs.py): the
+#: severity letter, then the caller (file:line), which stands for the logger
+HEADER = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ (?P<logger>[^\s\]]+)\] (?P<msg>.*)$")
+#: the severity letters' levels
+LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 TRACEBACK = "Traceback (most recent call last):"
 FAILING_LEVELS = ("ERROR", "CRITICAL")
@@ -36,7 +39,7 @@ def records(log: str) -> list[tuple[str | None, str, list[str]]]:
     for line in log.splitlines():
         m = HEADER.match(line)
         if m:
-            out.append((m["level"], m["logger"], [line]))
+            out.append((LEVELS[m["level"]], m["logger"], [line]))
         elif out:
             out[-1][2].append(line)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .logscan import component_failures, read_from
 
 PDB_TRACEBACK = """\
-{ts} ERROR nanokube.controllers.base: disruption: sync fuzz/fuzz-{n} failed
+E{ts}   41235 base.py:61] disruption: sync fuzz/fuzz-{n} failed
 Traceback (most recent call last):
   File "/work/main/nanokube/controllers/base.py", line 58, in _worker
     await self.sync(key)
@@ -15,14 +15,14 @@ Traceback (most recent call last):
 KeyError: 'spec'
 """
 LOG = (
-    "2026-12-03 13:57:40,594 INFO nanokube.client.leaderelection: kube-controller-manager: x became leader\n"
-    + PDB_TRACEBACK.format(ts="2026-12-03 13:57:41,001", n=1)
-    + "2026-12-03 13:57:41,500 WARNING nanokube.controllers.base: replicaset: sync fuzz/a failed: 409 Conflict\n"
-    + PDB_TRACEBACK.format(ts="2026-12-03 13:57:42,001", n=2)
-    + "2026-12-03 13:57:43,000 ERROR nanokube.client.events: unable to write event fuzz-12.187a9f00c1e2d3b4 (retry limit exceeded)\n"
-    + "2026-12-03 13:57:44,000 ERROR nanokube.client.events: unable to write event fuzz-7.187a9f00c1e2ffff (retry limit exceeded)\n"
+    "I1203 13:57:40.594000   41235 leaderelection.py:240] kube-controller-manager: x became leader\n"
+    + PDB_TRACEBACK.format(ts="1203 13:57:41.001000", n=1)
+    + "W1203 13:57:41.500000   41235 base.py:61] replicaset: sync fuzz/a failed: 409 Conflict\n"
+    + PDB_TRACEBACK.format(ts="1203 13:57:42.001000", n=2)
+    + "E1203 13:57:43.000000   41235 events.py:118] unable to write event fuzz-12.187a9f00c1e2d3b4 (retry limit exceeded)\n"
+    + "E1203 13:57:44.000000   41235 events.py:118] unable to write event fuzz-7.187a9f00c1e2ffff (retry limit exceeded)\n"
     + """\
-2026-12-03 13:57:45,000 INFO nanokube.scheduler: binding
+I1203 13:57:45.000000   41235 scheduler.py:433] binding
 Exception in thread Thread-3 (checkpoint):
 Traceback (most recent call last):
   File "/work/main/nanokube/store/sqlite.py", line 12, in run
@@ -45,24 +45,24 @@ def test_each_traceback_and_error_line_is_a_failure_counted_once_per_kind():
     found = {f.signature: f for f in component_failures(LOG)}
     assert list(found) == [
         "KeyError at nanokube/controllers/disruption.py:97 in sync",
-        "ERROR nanokube.client.events: unable to write event fuzz-N.N (retry limit exceeded)",
+        "ERROR events.py:118: unable to write event fuzz-N.N (retry limit exceeded)",
         "OverflowError at json/decoder.py:9 in decode (via nanokube/store/sqlite.py:14 in run)",
     ]
     pdb = found["KeyError at nanokube/controllers/disruption.py:97 in sync"]
     assert pdb.count == 2
-    assert pdb.example.startswith("2026-12-03 13:57:41,001 ERROR") and pdb.example.endswith("KeyError: 'spec'")
+    assert pdb.example.startswith("E1203 13:57:41.001000") and pdb.example.endswith("KeyError: 'spec'")
 
 
 def test_a_clean_log_has_no_failures():
-    assert component_failures("2026-12-03 13:57:40,594 INFO nanokube.node.manager: 2 nodes registered\n"
-                              "2026-12-03 13:57:41,500 WARNING nanokube.controllers.base: sync failed: 409\n"
+    assert component_failures("I1203 13:57:40.594000   41235 manager.py:90] 2 nodes registered\n"
+                              "W1203 13:57:41.500000   41235 base.py:61] sync failed: 409\n"
                               "stray text\n") == []
 
 
 def test_a_run_reads_only_its_own_part_of_the_log(tmp_path):
     log = tmp_path / "nanokube.log"
-    log.write_text(PDB_TRACEBACK.format(ts="2026-12-03 13:57:41,001", n=1))
+    log.write_text(PDB_TRACEBACK.format(ts="1203 13:57:41.001000", n=1))
     start = log.stat().st_size
     with open(log, "a") as f:
-        f.write("2026-12-03 13:57:45,000 INFO nanokube.scheduler: binding\n")
+        f.write("I1203 13:57:45.000000   41235 scheduler.py:433] binding\n")
     assert component_failures(read_from(log, start)) == []
