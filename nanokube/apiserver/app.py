@@ -47,7 +47,7 @@ from . import componentstatus, controlplane, discovery, expect, healthz, serving
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
-from .http_errors import StatusAppRunner, http_exceptions, status_response
+from .http_errors import StatusAppRunner, http_exceptions, internal_error, status_response
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
 from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer
@@ -617,6 +617,10 @@ class APIServer:
         decide = self.authorize_async
         decision = self.authorizer.authorize(user.name, user.groups, attrs) if decide is None else await decide(user, attrs)
         request[USER] = user
+        if decision.error and not decision.allowed:  # (WithAuthorization: an authorizer's error is a 500)
+            annotations["authorization.k8s.io/reason"] = "internal error"
+            ADMISSION_AUDIT.set(annotations)
+            return internal_error(request, decision.error)
         annotations["authorization.k8s.io/decision"] = "allow" if decision.allowed else "forbid"
         if decision.reason:
             annotations["authorization.k8s.io/reason"] = decision.reason

@@ -36,7 +36,7 @@ from .audit_file import Batches, BufferFull, LogFile, LogOptions
 from .audit_policy import PANIC as STAGE_PANIC
 from .audit_truncate import truncated
 from .auth.authorizer import USER, request_attributes
-from .http_errors import status_response
+from .http_errors import internal_error, status_response
 from .timeout import FINISHER_MESSAGE, TIMED_OUT
 
 log = logging.getLogger(__name__)
@@ -282,10 +282,7 @@ class AuditLog:
             return None
         ctx.refused = True
         self.metrics.rejected += 1
-        text = f"Internal Server Error: {gofmt.quote(ctx.request.raw_path)}: failed to store audit event"
-        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        return web.Response(status=500, text=text + "\n", charset="utf-8",
-                            headers={"X-Content-Type-Options": "nosniff"})
+        return internal_error(ctx.request, "failed to store audit event")
 
     async def unauthenticated(self, ctx: _Request) -> None:
         """A request whose credentials failed, answered 401 without a user, as upstream's

@@ -26,7 +26,7 @@ from aiohttp.http_exceptions import BadHttpMethod
 from multidict import CIMultiDict, CIMultiDictProxy
 from aiohttp.web_protocol import RequestHandler
 
-from ..machinery import errors
+from ..machinery import errors, gofmt
 from ..machinery.responses import error_response
 from . import serving
 
@@ -44,6 +44,14 @@ def status_error(code: int, message: str) -> errors.APIError:
     if code == 500:
         return errors.internal(message)
     return errors.APIError(code, _REASONS.get(code, "Unknown"), message)
+
+
+def internal_error(request: web.Request, message: str) -> web.Response:
+    """responsewriters.InternalError: a plain-text 500 naming the request's URI and what failed (an
+    audit event that could not be stored, an authorizer's evaluation error), HTML-escaped."""
+    text = f"Internal Server Error: {gofmt.quote(request.raw_path)}: {message}"
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return web.Response(status=500, text=text + "\n", charset="utf-8", headers={"X-Content-Type-Options": "nosniff"})
 
 
 def _message(status: int, text: str | None) -> str:

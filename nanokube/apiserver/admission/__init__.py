@@ -160,7 +160,8 @@ class Admission:
             decision = asyncio.run_coroutine_threadsafe(decide(authorizer, subject, at), self._loop).result()
         else:
             decision = authorizer.authorize(user["username"], groups, at)
-        return ("Allow" if decision.allowed else "NoOpinion"), decision.reason, None
+        verdict = "Allow" if decision.allowed else "Deny" if decision.denied else "NoOpinion"
+        return verdict, decision.reason, decision.error or None
 
     def _with_authorizer(self, a: Attributes) -> None:
         """CEL's `authorizer` for the request, set once policies or webhooks are about to see it:

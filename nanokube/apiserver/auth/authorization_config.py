@@ -2,7 +2,11 @@
 whose `authorizers` are asked in order, the first to allow or deny deciding (upstream's union);
 none deciding is a refusal. Types: Node, RBAC, Webhook (webhook.py; several, by name),
 AlwaysAllow and AlwaysDeny. system:masters is allowed before any of them, as upstream's
-privileged-group authorizer always is.
+privileged-group authorizer always is. AlwaysDeny has no opinion ("Everything is forbidden."),
+as upstream's, and neither has the Node authorizer where it refuses a node, after which RBAC's
+system:node binding (this server's, for its node agents) grants that node nothing: a later
+authorizer may still allow. A webhook that cannot be asked gives its failurePolicy's verdict and an
+error, which a refused request answers as a 500.
 
 The file is decoded strictly and validated as pkg/apis/apiserver/validation does (its paths
 and words: a webhook's fields read `authorizers[i].timeout`, as upstream's do), defaulted as v1
@@ -254,50 +258,69 @@ class ConfiguredAuthorizer:
         #: whether a decision may wait on a webhook's round trip (callers that cannot await go to a worker)
         self.asks_webhooks = any(kind == "Webhook" for kind, _, _ in self.chain)
 
-    def _static(self, kind: str, impl, user_name: str, groups, a: Attributes) -> tuple[str, str]:
+    def _static(self, kind: str, impl, user_name: str, groups, a: Attributes, narrowed: bool) -> tuple[str, str, str]:
         if kind == "AlwaysAllow":
-            return ALLOW, ""
-        if kind == "AlwaysDeny":
-            return DENY, "Everything is forbidden."
+            return ALLOW, "", ""
+        if kind == "AlwaysDeny":  # (upstream's has no opinion: a later authorizer may still allow)
+            return NO_OPINION, "Everything is forbidden.", ""
         if kind == "Node":
             d = impl.authorize(user_name, groups, a)
-            return (DENY, d.reason) if d is not None and not d.allowed else (NO_OPINION, "")
+            return NO_OPINION, d.reason if d is not None and not d.allowed else "", ""
+        if narrowed:  # the Node authorizer refused: RBAC's system:node binding (this server's) grants nothing
+            return NO_OPINION, "", ""
         d = impl.authorize(user_name, groups, a)
-        return (ALLOW if d.allowed else NO_OPINION), d.reason
-
-    def _decision(self, kind: str, name: str, verdict: str, reason: str) -> Decision:
-        self.metrics.decided(kind, name, verdict)
-        return Decision(verdict == ALLOW, reason)
+        return (ALLOW if d.allowed else NO_OPINION), d.reason, ""
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
         if MASTERS in groups:
             return Decision(True)
-        reasons = []
+        union = _Union(self.metrics)
         for kind, name, impl in self.chain:
-            if kind == "Webhook":
-                verdict, reason = impl.decide(review_spec(user_name, groups, a))
-            else:
-                verdict, reason = self._static(kind, impl, user_name, groups, a)
-            if verdict != NO_OPINION:
-                return self._decision(kind, name, verdict, reason)
-            if reason:
-                reasons.append(reason)
-        return Decision(False, "\n".join(reasons))
+            answer = impl.decide(review_spec(user_name, groups, a)) if kind == "Webhook" else \
+                self._static(kind, impl, user_name, groups, a, union.narrowed)
+            if (decided := union.add(kind, name, answer)) is not None:
+                return decided
+        return union.none()
 
     async def authorize_async(self, user: User, a: Attributes) -> Decision:
         if MASTERS in user.groups:
             return Decision(True)
-        reasons = []
+        union = _Union(self.metrics)
         for kind, name, impl in self.chain:
-            if kind == "Webhook":
-                verdict, reason = await impl.decide_async(review_spec(user.name, user.groups, a, user.uid, user.extra))
-            else:
-                verdict, reason = self._static(kind, impl, user.name, user.groups, a)
-            if verdict != NO_OPINION:
-                return self._decision(kind, name, verdict, reason)
-            if reason:
-                reasons.append(reason)
-        return Decision(False, "\n".join(reasons))
+            answer = await impl.decide_async(review_spec(user.name, user.groups, a, user.uid, user.extra)) \
+                if kind == "Webhook" else self._static(kind, impl, user.name, user.groups, a, union.narrowed)
+            if (decided := union.add(kind, name, answer)) is not None:
+                return decided
+        return union.none()
+
+
+class _Union:
+    """Upstream's union of authorizers, asked in order: the first to allow or deny decides, with its
+    reason and error; none deciding is no opinion, with every reason (one a line) and every error
+    (aggregated). `narrowed`: the Node authorizer refused the request."""
+
+    __slots__ = ("metrics", "reasons", "errors", "narrowed")
+
+    def __init__(self, metrics: AuthorizationMetrics) -> None:
+        self.metrics = metrics
+        self.reasons: list[str] = []
+        self.errors: list[str] = []
+        self.narrowed = False
+
+    def add(self, kind: str, name: str, answer: tuple[str, str, str]) -> Decision | None:
+        verdict, reason, error = answer
+        if verdict != NO_OPINION:
+            self.metrics.decided(kind, name, verdict)
+            return Decision(verdict == ALLOW, reason, verdict == DENY, error)
+        if reason:
+            self.reasons.append(reason)
+            self.narrowed = self.narrowed or kind == "Node"
+        if error:
+            self.errors.append(error)
+        return None
+
+    def none(self) -> Decision:
+        return Decision(False, "\n".join(self.reasons), error=aggregate(self.errors) if self.errors else "")
 
 
 class AuthorizationController(ReloadedConfig):

@@ -39,8 +39,14 @@ class Attributes(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """An authorizer chain's answer, as upstream's union gives it: `denied` where an authorizer refused
+    outright (DecisionDeny: only a webhook's does) rather than none allowing, `error` what failed on
+    the way (a webhook that could not be asked), which makes a refused request a 500."""
+
     allowed: bool
     reason: str = ""
+    denied: bool = False
+    error: str = ""
 
 
 async def decide(authorizer, user: User, a: Attributes) -> Decision:
@@ -134,9 +140,19 @@ def review_attributes(body: dict) -> Attributes:
 def access_review(d: Decision, body: dict) -> dict:
     """A SelfSubjectAccessReview's answer: the requesting user's decision `d` on the attributes
     the review names (`review_attributes`)."""
-    spec = body.get("spec") or {}
+    return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": without_zero_creation(body.get("metadata")), "spec": body.get("spec") or {},
+            "status": review_status(d)}
+
+
+def review_status(d: Decision) -> dict:
+    """An access review's status from the decision, as upstream's REST handlers fill it: `denied`
+    only where an authorizer denied, `evaluationError` where one failed."""
     status: dict = {"allowed": d.allowed}
+    if d.denied:
+        status["denied"] = True
     if d.reason:
         status["reason"] = d.reason
-    return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
-            "metadata": without_zero_creation(body.get("metadata")), "spec": spec, "status": status}
+    if d.error:
+        status["evaluationError"] = d.error
+    return status

@@ -93,8 +93,8 @@ async def impersonate(headers, requester: User, authorize) -> User:
             a = Attributes("impersonate", "", True, "authentication.k8s.io", "v1", "uids", "", "", value)
             uid = value
         decision = await authorize(requester, a)
-        if not decision.allowed:
-            raise forbidden(requester.name, a, decision.reason)
+        if not decision.allowed:  # (checkAuthorization: an error leads the reason)
+            raise forbidden(requester.name, a, ": ".join(filter(None, (decision.error, decision.reason))))
     if name != "system:anonymous":
         if not any(g in ("system:authenticated", "system:unauthenticated") for g in groups):
             groups.append("system:authenticated")

@@ -15,7 +15,7 @@ from ...clock import REAL, Clock
 from ...machinery import errors
 from ...machinery.meta import without_zero_creation
 from ...machinery.user import User
-from .authorizer import Decision, access_review, review_attributes
+from .authorizer import Decision, access_review, review_attributes, review_status
 
 def _answer(body: dict, kind: str, status: dict) -> dict:
     """The review answered; a zero creationTimestamp is left out (omitzero since 1.34), not null."""
@@ -29,13 +29,6 @@ _API_VERSION = {
     "SelfSubjectAccessReview": "authorization.k8s.io/v1", "SelfSubjectRulesReview": "authorization.k8s.io/v1",
     "TokenReview": "authentication.k8s.io/v1",
 }
-
-
-def _status(d: Decision) -> dict:
-    status: dict[str, Any] = {"allowed": d.allowed}
-    if d.reason:
-        status["reason"] = d.reason
-    return status
 
 
 def rules_review_status(resource_rules: list[dict], non_resource_rules: list[dict]) -> dict:
@@ -94,7 +87,7 @@ class Reviews:
         return await self.authorize(subject, review_attributes({"spec": spec}))
 
     async def _subject_access(self, body: dict, user: User, namespace: str | None) -> dict:
-        return _answer(body, "SubjectAccessReview", _status(await self._decide_for_subject(body["spec"])))
+        return _answer(body, "SubjectAccessReview", review_status(await self._decide_for_subject(body["spec"])))
 
     async def _local_subject_access(self, body: dict, user: User, namespace: str | None) -> dict:
         ra = body["spec"].get("resourceAttributes") or {}
@@ -104,7 +97,7 @@ class Reviews:
         if md.get("namespace") and md["namespace"] != namespace:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
         body = {**body, "metadata": {**md, "namespace": namespace}}
-        return _answer(body, "LocalSubjectAccessReview", _status(await self._decide_for_subject(body["spec"])))
+        return _answer(body, "LocalSubjectAccessReview", review_status(await self._decide_for_subject(body["spec"])))
 
     async def _self_rules(self, body: dict, user: User, namespace: str | None) -> dict:
         """Upstream answers with a new object, echoing nothing of the request, and needs a namespace."""

@@ -3,7 +3,7 @@ a request's attributes as a SubjectAccessReview POSTed to the server a kubeconfi
 `allowed` allows, `denied` denies, anything else has no opinion. The webhook is asked only where
 every matchCondition (CEL on `request`, the review's spec) holds; an answer is cached for
 authorizedTTL or unauthorizedTTL; a webhook that fails or times out (or a matchCondition that
-errs) is failurePolicy's: NoOpinion or Deny.
+errs) is failurePolicy's: NoOpinion or Deny, with what failed as the decision's error.
 
 The review is one blocking HTTPS round trip, which every caller runs in a thread (`decide_async`,
 through authorization_config's authorize_async); `decide` blocks, for callers off the loop."""
@@ -92,8 +92,8 @@ class WebhookAuthorizer:
         except kubeconfig.KubeconfigError as e:
             raise WebhookConfigError(f"authorizer {name}: invalid webhook kubeconfig: {e}") from None
         self.url, self._ssl, self._token = creds.server, creds.ssl, creds.token
-        #: review spec (its JSON) -> (expires at, verdict, reason)
-        self._cache: dict[bytes, tuple[float, str, str]] = {}
+        #: review spec (its JSON) -> (expires at, allowed, denied, reason)
+        self._cache: dict[bytes, tuple[float, bool, bool, str]] = {}
 
     def matches(self, spec: dict) -> tuple[bool, bool]:
         """(every matchCondition holds, one of them erred). The conditions read the spec as the typed
@@ -115,39 +115,38 @@ class WebhookAuthorizer:
                 return False, True
         return True, False
 
-    def cached(self, spec: dict) -> tuple[bytes, tuple[str, str] | None]:
+    def cached(self, spec: dict) -> tuple[bytes, tuple[str, str, str] | None]:
         key = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
         hit = self._cache.get(key)
         if hit is not None and hit[0] > self.clock.monotonic():
-            return key, (hit[1], hit[2])
+            return key, _verdict(*hit[1:])
         return key, None
 
-    def _known(self, spec: dict) -> tuple[tuple[str, str] | None, bytes]:
+    def _known(self, spec: dict) -> tuple[tuple[str, str, str] | None, bytes]:
         """(the answer without asking: the matchConditions' or the cache's, or None; the cache key)."""
         matched, erred = self.matches(spec)
         if erred:
             return self._failed("matchCondition evaluation failed"), b""
         if not matched:
-            return (NO_OPINION, ""), b""
+            return (NO_OPINION, "", ""), b""
         key, hit = self.cached(spec)
         return hit, key
 
-    def decide(self, spec: dict) -> tuple[str, str]:
-        """(verdict, reason) for a review spec, the webhook asked where needed (blocking)."""
+    def decide(self, spec: dict) -> tuple[str, str, str]:
+        """(verdict, reason, error) for a review spec, the webhook asked where needed (blocking)."""
         known, key = self._known(spec)
         return known if known is not None else self._ask(key, spec)
 
-    async def decide_async(self, spec: dict) -> tuple[str, str]:
+    async def decide_async(self, spec: dict) -> tuple[str, str, str]:
         """`decide`, the round trip in a thread."""
         known, key = self._known(spec)
         return known if known is not None else await asyncio.to_thread(self._ask, key, spec)
 
-    def _failed(self, why: str) -> tuple[str, str]:
-        if self.spec.failure_policy == "Deny":
-            return DENY, why
-        return NO_OPINION, why
+    def _failed(self, why: str) -> tuple[str, str, str]:
+        """failurePolicy's verdict, without a reason: what failed is the decision's error."""
+        return DENY if self.spec.failure_policy == "Deny" else NO_OPINION, "", why
 
-    def _ask(self, key: bytes, spec: dict) -> tuple[str, str]:
+    def _ask(self, key: bytes, spec: dict) -> tuple[str, str, str]:
         if self.spec.version == "v1beta1":
             body_spec = {("group" if k == "groups" else k): v for k, v in spec.items()}
         else:
@@ -184,14 +183,20 @@ class WebhookAuthorizer:
             if self.spec.failure_policy != "Deny":
                 self.metrics.fail_open(self.name, result)
             return self._failed(f"webhook {self.name} failed: {result}")
-        reason = str(status.get("reason") or "")
-        if status.get("allowed") is True:
-            verdict, ttl, keep = ALLOW, self.spec.authorized_ttl, self.spec.cache_authorized
+        answer = status.get("allowed") is True, status.get("denied") is True, str(status.get("reason") or "")
+        if answer[0]:
+            ttl, keep = self.spec.authorized_ttl, self.spec.cache_authorized
         else:
-            verdict = DENY if status.get("denied") is True else NO_OPINION
             ttl, keep = self.spec.unauthorized_ttl, self.spec.cache_unauthorized
         if keep:
             if len(self._cache) >= 8192:
                 self._cache.clear()
-            self._cache[key] = (self.clock.monotonic() + ttl, verdict, reason)
-        return verdict, reason
+            self._cache[key] = (self.clock.monotonic() + ttl, *answer)
+        return _verdict(*answer)
+
+
+def _verdict(allowed: bool, denied: bool, reason: str) -> tuple[str, str, str]:
+    """(verdict, reason, error) of a webhook's answer: denying and allowing at once is a denial with an error."""
+    if denied and allowed:
+        return DENY, reason, "webhook subject access review returned both allow and deny response"
+    return (DENY if denied else ALLOW if allowed else NO_OPINION), reason, ""

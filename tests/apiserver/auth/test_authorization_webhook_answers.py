@@ -1,7 +1,8 @@
 """An authorization webhook whose answer is not a SubjectAccessReview with a status object (a
 status that is a string, a list, a body that is not an object) has failed, as upstream's decoding
-of its response fails: its failurePolicy applies (NoOpinion here: the next authorizer decides),
-where such an answer was a 500 on every request it was asked about."""
+of its response fails: its failurePolicy applies (NoOpinion here: the next authorizer decides), and
+its error, where no authorizer allows, makes the request upstream's plain-text 500 (once a Python
+exception made it one on every request it was asked about)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ async def test_a_malformed_answer_is_the_webhook_failing(tmp_path, body):
     webhook.httpd.RequestHandlerClass = _answering(json.dumps(body).encode())
     try:
         async with served(tmp_path, config(webhook, "NoOpinion")) as (server, api):
-            assert await _list(api, "pod", "team-a") == 403  # no opinion, then RBAC's, which grants dave nothing
+            assert await _list(api, "pod", "team-a") == 500  # no opinion, then RBAC's, which grants dave nothing
             metrics = server.metrics_text().decode()
             assert 'apiserver_authorization_webhook_evaluations_total{name="team-a",result="error"} 1' in metrics
     finally:

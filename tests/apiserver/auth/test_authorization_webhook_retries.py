@@ -43,7 +43,7 @@ async def test_a_webhook_refusing_the_apiserver_is_not_asked_again(tmp_path):
     _failing_first(webhook, [403])
     try:
         async with served(tmp_path, config(webhook, "Deny")) as (server, api):
-            assert await _list(api, "pod", "team-a") == 403  # failurePolicy Deny, after one try
+            assert await _list(api, "pod", "team-a") == 500  # failurePolicy Deny, after one try, with its error
             assert len(webhook.reviews) == 1
             metrics = server.metrics_text().decode()
             assert 'apiserver_authorization_webhook_evaluations_total{name="team-a",result="error"} 1' in metrics

@@ -1,13 +1,23 @@
 """What access and rules reviews answer beyond `allowed`, as upstream's REST handlers fill their status
-from the authorizer chain: SelfSubjectRulesReview's `incomplete` and `evaluationError` for a node,
-whose Node-authorizer rules cannot be listed, with and without --authorization-config."""
+from the authorizer chain (its union: the first to allow or deny decides): `denied` only where a
+webhook denies, not where none allows (AlwaysDeny and the Node authorizer have no opinion, so a later
+authorizer may still allow), `evaluationError` where a webhook fails, which makes a refused request a
+500; SelfSubjectRulesReview's `incomplete` and `evaluationError` for a node, whose Node-authorizer
+rules cannot be listed, with and without --authorization-config."""
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 
+import pytest
 from kubernetes import client
+from kubernetes import config as kubeconfig
+from kubernetes.client.rest import ApiException
 
+from nanokube.pki.kubeconfig import write_kubeconfig
+from tests.apiserver.auth.test_authorization_config import Webhook, config
+from tests.apiserver.auth.test_authorization_config import served as served_with
 from tests.served import served
 
 NODE_GROUPS = "system:nodes"
@@ -36,3 +46,55 @@ async def test_a_nodes_rules_review_is_incomplete_as_the_node_authorizer_cannot_
         for name, group in (("system:node-agents", NODE_GROUPS), ("alice", "devs")):
             status = await rules_review(as_user(api, name, group))
             assert (status.incomplete, status.evaluation_error) == (False, None), name
+
+
+
+async def access_review(admin: client.ApiClient, user: str, groups: list[str], resource: str, namespace: str) -> dict:
+    """A SubjectAccessReview's status, as the server serializes it."""
+    review = {"spec": {"user": user, "groups": groups,
+                       "resourceAttributes": {"verb": "get", "resource": resource, "namespace": namespace, "name": "x"}}}
+    answer = await asyncio.to_thread(client.AuthorizationV1Api(admin).create_subject_access_review, review)
+    return admin.sanitize_for_serialization(answer.status)
+
+
+async def test_only_a_webhook_denies_and_always_deny_leaves_the_decision_to_the_next(tmp_path):
+    webhook = Webhook(tmp_path)
+    text = config(webhook).replace("authorizers:\n", "authorizers:\n- type: AlwaysDeny\n  name: never\n", 1)
+    try:
+        async with served_with(tmp_path, text) as (server, _):
+            with tempfile.TemporaryDirectory() as d:
+                write_kubeconfig(f"{d}/k", server.url, server.pki)
+                admin = kubeconfig.new_client_from_config(config_file=f"{d}/k")
+            try:
+                devs = ["devs"]
+                assert await access_review(admin, "dave", devs, "secrets", "team-a") == {  # the decider's reason alone
+                    "allowed": False, "denied": True, "reason": "team-a keeps its secrets"}
+                assert await access_review(admin, "dave", devs, "configmaps", "team-a") == {"allowed": True}
+                # none allowing is no opinion, not a denial: every authorizer's reason, one a line
+                assert await access_review(admin, "dave", devs, "pods", "default") == {
+                    "allowed": False, "reason": "Everything is forbidden."}
+                node = await access_review(admin, "system:node:n1", ["system:nodes"], "secrets", "default")
+                assert node == {"allowed": False, "reason": "Everything is forbidden.\n"
+                                                            "no relationship found between node 'n1' and this object"}
+            finally:
+                admin.close()
+    finally:
+        webhook.close()
+
+
+async def test_a_failing_webhook_is_an_evaluation_error_and_a_500_where_none_allows(tmp_path):
+    webhook = Webhook(tmp_path)
+    webhook.close()  # nobody answers at its address
+    async with served_with(tmp_path, config(webhook, "NoOpinion")) as (server, api):
+        with tempfile.TemporaryDirectory() as d:
+            write_kubeconfig(f"{d}/k", server.url, server.pki)
+            admin = kubeconfig.new_client_from_config(config_file=f"{d}/k")
+        try:
+            assert await access_review(admin, "dave", ["devs"], "pods", "team-a") == {
+                "allowed": False, "evaluationError": "webhook team-a failed: error"}
+        finally:
+            admin.close()
+        with pytest.raises(ApiException) as e:  # dave's own request: no authorizer allows, one failed
+            await asyncio.to_thread(client.CoreV1Api(api).list_namespaced_pod, "team-a")
+        assert (e.value.status, e.value.headers["Content-Type"]) == (500, "text/plain; charset=utf-8")
+        assert e.value.body == 'Internal Server Error: "/api/v1/namespaces/team-a/pods": webhook team-a failed: error\n'
