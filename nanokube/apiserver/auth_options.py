@@ -1,7 +1,8 @@
 """The authentication and authorization flags of kube-apiserver that `nanokube up` takes and hands
 on to its API workers (pkg/kubeapiserver/options/authentication.go and authorization.go):
---anonymous-auth, --authentication-config and --authorization-config, each file read and validated
-before anything starts, so that a bad one stops `up` with upstream's reasons."""
+--anonymous-auth, --enable-bootstrap-token-auth, --authentication-config and --authorization-config,
+each file read and validated before anything starts, so that a bad one stops `up` with upstream's
+reasons."""
 
 from __future__ import annotations
 
@@ -28,12 +29,18 @@ class AuthOptions:
     #: --authorization-config's path, what it held and its authorizers
     authorization_path: str = ""
     authorization: tuple[str, list] | None = None
+    #: --enable-bootstrap-token-auth: bootstrap tokens authenticate (`up` runs it on, as kubeadm does)
+    bootstrap_tokens: bool = False
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--anonymous-auth", type=go_bool, nargs="?", const=True, default=None, metavar="BOOL",
                    help="whether a request without credentials is system:anonymous's (default true); false: a 401. "
                         "Not with an authentication config that sets `anonymous`")
+    p.add_argument("--enable-bootstrap-token-auth", type=go_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="whether a bootstrap token (kube-system Secrets of type bootstrap.kubernetes.io/token) "
+                        "authenticates as system:bootstrap:<id>, as a joining node's does (default true, as kubeadm "
+                        "runs kube-apiserver)")
     p.add_argument("--authentication-config", default=None, metavar="FILE",
                    help="AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT issuers and who may go "
                         "anonymous, where; reloaded when the file changes")
@@ -46,7 +53,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace) -> AuthOptions:
     """The flags' files read and validated: ValueError (ConfigError) with the line `up` stops with.
     A flag `args` lacks is left at its default; nothing of authentication is imported for none."""
-    options = AuthOptions()
+    options = AuthOptions(bootstrap_tokens=bool(getattr(args, "enable_bootstrap_token_auth", False)))
     given, flag = getattr(args, "authentication_config", None), getattr(args, "anonymous_auth", None)
     if given or flag is not None:
         from .auth import authentication_config
@@ -82,6 +89,13 @@ def apply(server: APIServer, options: AuthOptions) -> None:
         server.authentication = AuthenticationController(options.authentication_path, options.authentication,
                                                          server.clock, _apiserver_id())
         server.component_metrics.append(server.authentication.metrics.registry)
+    if options.bootstrap_tokens:  # before the JWT issuers, as kube-apiserver's token authenticators go
+        from .auth.bootstraptoken import BootstrapTokenAuthenticator
+        from .auth.node import cache_reader
+
+        get = cache_reader(server.index, server.cache)[0]
+        server.authentication = BootstrapTokenAuthenticator(lambda plural, namespace, name: get("", plural, namespace, name),
+                                                            server.clock.now, server.authentication)
     if options.authorization is not None:
         from .auth.authorization_config import AuthorizationController
 
@@ -104,6 +118,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     out = []
     if args.anonymous_auth is not None:
         out.append(f"--anonymous-auth={'true' if args.anonymous_auth else 'false'}")
+    if not args.enable_bootstrap_token_auth:  # (on by default)
+        out.append("--enable-bootstrap-token-auth=false")
     for flag in ("authentication_config", "authorization_config"):
         if getattr(args, flag):
             out.append(f"--{flag.replace('_', '-')}={os.path.abspath(getattr(args, flag))}")
