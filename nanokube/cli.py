@@ -170,6 +170,15 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: --admission-control-config-file: {e}", file=sys.stderr)
         return 2
+    tracing = None
+    if args.tracing_config_file:  # (the OpenTelemetry SDK imported only then)
+        from .apiserver import tracing as apiserver_tracing
+
+        try:
+            tracing = apiserver_tracing.Tracing(apiserver_tracing.load(args.tracing_config_file))
+        except ValueError as e:
+            print(f"nanokube: {e}", file=sys.stderr)
+            return 2
     audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
     if audit:
         try:
@@ -197,6 +206,8 @@ async def _up(args: argparse.Namespace) -> int:
     auth_options.apply(server, auth)
     server.rest.admission.disable(*disabled)
     server.rest.admission.configure(admission_configs)
+    if tracing is not None:
+        apiserver_tracing.install(server, tracing, "etcd3" if args.store.startswith("etcd") else args.store)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers, share_service_allocations
@@ -325,6 +336,8 @@ async def _up(args: argparse.Namespace) -> int:
         if workers is not None:
             await workers.stop()
         await server.stop()
+        if tracing is not None:
+            tracing.shutdown()  # the spans not exported yet
         print("nanokube stopped", flush=True)
         return 0
     finally:
@@ -436,6 +449,10 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
                     help="a watch without timeoutSeconds is served a random time from this to twice this many "
                          "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")
+    up.add_argument("--tracing-config-file", default=None, metavar="FILE",
+                    help="kube-apiserver's TracingConfiguration (apiserver.config.k8s.io/v1: endpoint, an OTLP gRPC "
+                         "collector, default localhost:4317; samplingRatePerMillion, default 0): spans of API "
+                         "requests; without it, none")
     up.add_argument("--audit-policy-file", default=None, metavar="FILE",
                     help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
                          "records, at which level and stages (default: writes at Metadata)")

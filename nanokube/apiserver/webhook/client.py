@@ -55,6 +55,8 @@ class WebhookClient:
         #: cluster network namespace (dial_services_from); `url` webhooks stay on the host
         self._service_dialer: Callable | None = None
         self._service_session: aiohttp.ClientSession | None = None
+        #: called with each request's headers before it is sent: tracing's traceparent (tracing.install)
+        self.on_request: Callable[[dict], None] | None = None
 
     def _ssl(self, ca: bytes) -> ssl.SSLContext:
         ctx = self._contexts.get(ca)
@@ -109,6 +111,8 @@ class WebhookClient:
         data = orjson.dumps(body)
         headers = {"Content-Type": "application/json", "Accept": "application/json, */*"}
         kwargs: dict[str, Any] = {"ssl": ctx}
+        if self.on_request is not None:
+            self.on_request(headers)
         if server_name:
             kwargs["server_hostname"] = server_name
             headers["Host"] = f"{server_name}:{urlsplit(shown).port or 443}"
