@@ -235,6 +235,9 @@ class APIServer:
         #: the command line's flags, which /flagz shows (none served without them)
         self.flags: dict[str, str] | None = None
         self.audit_log_path = audit_log_path
+        #: encryption at rest (encryption.controller.Encryption, over the store it was handed): its KMS
+        #: providers' checks join /healthz and /readyz, not /livez, as kube-apiserver's; None without
+        self.encryption = None
         #: --audit-policy-file's audit_policy.Policy; None: writes audited at Metadata
         self.audit_policy = audit_policy
         #: --audit-webhook-config-file's audit_webhook.WebhookBackend, which gets every event too
@@ -296,7 +299,8 @@ class APIServer:
         ready = [*live, healthz.Check("etcd-readiness", _passes),
                  healthz.Check("informer-sync", lambda: None if self.ready else "not ready"),
                  healthz.Check("shutdown", lambda: "process is shutting down" if self.shutting_down else None)]
-        self._health_checks = {"/healthz": live, "/livez": live, "/readyz": ready}
+        kms = self.encryption.checks() if self.encryption else []
+        self._health_checks = {"/healthz": [*live, *kms], "/livez": live, "/readyz": [*ready, *kms]}
         for path, checks in self._health_checks.items():
             healthz.install(app, path, lambda checks=checks: checks, self.slis, monitor=self._health_answered)
         self.slis.install(app)
@@ -330,7 +334,7 @@ class APIServer:
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
             self.relay_port = relay._server.sockets[0].getsockname()[1]
-        for controller in (self.authentication, self.authorization):
+        for controller in (self.authentication, self.authorization, self.encryption):
             if controller is not None:
                 controller.start()
         self._tasks.append(asyncio.create_task(self._compactor()))
@@ -360,7 +364,7 @@ class APIServer:
             await loop.stop()
         for t in self._tasks:
             t.cancel()
-        for controller in (self.authentication, self.authorization):
+        for controller in (self.authentication, self.authorization, self.encryption):
             if controller is not None:
                 await controller.stop()
         await self.event_ttl.stop()

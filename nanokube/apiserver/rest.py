@@ -450,6 +450,11 @@ class GenericREST:
         self._unfiltered: tuple = (None, None, None, None)
         #: the writes of each object that lost a race, taking turns (turns.py)
         self.turns = Turns(clock)
+        #: keys whose stored values do not decrypt (encryption.store's), read and listed as corrupt objects;
+        #: and those read with a provider that no longer writes (stale), which an unchanged update writes again
+        #: (how `kubectl replace` and storage version migration move them to the new key)
+        self.unreadable: dict[str, str] = {}
+        self.stale: set[str] = set()
         #: the watches' conversions under way (`_watch_conversion`), by strategy, version and the objects'
         #: ids (alive while their entry is here): (the objects, the task converting them)
         self._converting: dict[tuple, tuple[list, asyncio.Future]] = {}
@@ -709,6 +714,10 @@ class GenericREST:
     def _entry(self, res: Resource, namespace: str | None, name: str):
         e = self.cache.get(res.key(namespace, name))
         if e is None:
+            if self.unreadable and (key := res.key(namespace, name)) in self.unreadable:
+                from .encryption.corrupt import unreadable_error
+
+                raise unreadable_error([key])
             raise errors.not_found(res.group, res.plural, name)
         return e
 
@@ -798,6 +807,10 @@ class GenericREST:
         elif resource_version == "":
             await self.cache.sync()
         prefix = res.key_prefix(namespace)
+        if self.unreadable and (bad := sorted(k for k in self.unreadable if k.startswith(prefix))):
+            from .encryption.corrupt import unreadable_error
+
+            raise unreadable_error(bad)
         start, at = continuetoken.decode(continue_, prefix) if continue_ else ("", 0)
         if at > self.cache.rev:  # a token from the future (made up): etcd's ErrFutureRev, as GetList reports it
             await self.cache.sync()
@@ -1508,7 +1521,7 @@ class GenericREST:
             warned = self._warned(admission, res.strategy.warnings_on_update(*checked))
         await self._validating_admission(admission, new)
         nm["resourceVersion"] = om.get("resourceVersion")
-        if new == old:
+        if new == old and not (self.stale and res.key(nm.get("namespace"), nm["name"]) in self.stale):
             if _converts(res.strategy):
                 await res.strategy.prepare_conversion([old], version)
             return self._result(res, old, version, 200, warned)

@@ -1,0 +1,335 @@
+"""--encryption-provider-config: an EncryptionConfiguration (apiserver.config.k8s.io/v1) read,
+defaulted and validated in upstream's words (apis/apiserver/validation's), then turned into one
+transformer per group-resource (encryptionconfig/config.go): each resource list's providers in
+order, the first of them writing, any of them reading.
+
+A resource is named group-qualified ("secrets", "deployments.apps"); "*.apps" is every resource
+of a group, "*." every core one, "*.*" every resource. A value's transformer is its resource's
+own, else its group's wildcard, else "*.*", else none: those stay plaintext (and encrypted bytes
+there are refused, as upstream's identity check refuses them)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+import yaml
+
+from ...machinery import goduration, gofmt
+from ...machinery.validation import FieldError, Stringer, invalid, required
+from .value import (AESCBC, AESCBC_PREFIX, AESGCM, AESGCM_PREFIX, IDENTITY, KMSV2_PREFIX, SECRETBOX_PREFIX, Identity,
+                    PrefixTransformers, Prefixed, Secretbox)
+
+GROUP_VERSION = "apiserver.config.k8s.io/v1"
+KIND = "EncryptionConfiguration"
+#: the providers of one list element, in ProviderConfiguration's field order
+PROVIDERS = ("aesgcm", "aescbc", "secretbox", "identity", "kms")
+_AES_SIZES = (16, 24, 32)
+_SECRETBOX_SIZES = (32,)
+_KMS_TIMEOUT = 3.0
+_KMS_V1_CACHE = 1000
+
+KMSV1_DISABLED = ("KMSv1 is deprecated and will only receive security updates going forward. Use KMSv2 instead.  "
+                  "Set --feature-gates=KMSv1=true to use the deprecated KMSv1 feature.")
+
+
+class ConfigError(ValueError):
+    """A file that does not load; the text is kube-apiserver's."""
+
+
+@dataclass
+class Resources:
+    """The transformers of a loaded configuration, by group-resource ("secrets", "*.apps", "*.*")."""
+
+    transformers: dict[str, PrefixTransformers]
+    #: the KMS v2 envelopes (kmsv2.Envelope), in the file's order: the health checks' kms-provider-N
+    kms: list = field(default_factory=list)
+    #: sha256 of the file's bytes: what a reload compares (apiserver_encryption_config_controller_last_config_info)
+    digest: str = ""
+
+    def for_resource(self, segment: str) -> PrefixTransformers | Identity:
+        """The transformer of a store key's resource segment ("secrets", "deployments.apps")."""
+        t = self.transformers
+        if segment in t:
+            return t[segment]
+        group = segment.partition(".")[2]
+        return t.get("*." + group) or t.get("*.*") or IDENTITY
+
+    def close(self) -> None:
+        for k in self.kms:
+            k.close()
+
+
+def load(path: str, reload: bool = False, observe: Callable | None = None, kms_factory: Callable | None = None) -> Resources:
+    """The file at `path` loaded; ConfigError where it does not. `reload`: the file may be read
+    again (--encryption-provider-config-automatic-reload), under which every KMS provider name must
+    be unique. `observe`: the transformation metrics' recorder. `kms_factory(name, endpoint,
+    timeout)` makes a KMS v2 envelope (kmsv2.Envelope's by default)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError(f"error while parsing file: error opening encryption provider configuration file "
+                          f"{gofmt.quote(path)}: open {path}: {(e.strerror or str(e)).lower()}") from None
+    if not data:
+        raise ConfigError(f"error while parsing file: encryption provider configuration file {gofmt.quote(path)} is empty")
+    try:
+        config = parse(data, reload)
+    except ConfigError as e:
+        raise ConfigError(f"error while parsing file: {e}") from None
+    return build(config, hashlib.sha256(data).hexdigest(), observe, kms_factory)
+
+
+def parse(data: bytes, reload: bool = False) -> dict:
+    """The configuration, decoded, defaulted and validated (ConfigError otherwise)."""
+    try:
+        doc = yaml.safe_load(data)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"error converting YAML to JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"couldn't get version/kind; json parse error: cannot unmarshal {type(doc).__name__} into Go value")
+    kind, api_version = doc.get("kind") or "", doc.get("apiVersion") or ""
+    if not kind:
+        raise ConfigError(f"Object 'Kind' is missing in '{orjson.dumps(doc).decode()}'")
+    if api_version != GROUP_VERSION or kind != KIND:
+        raise ConfigError(f'no kind "{kind}" is registered for version "{api_version}" in scheme '
+                          f'"pkg/runtime/scheme.go:100"')
+    resources = doc.get("resources") or []
+    for rc in resources:
+        for p in (rc or {}).get("providers") or []:
+            kms = (p or {}).get("kms")
+            if isinstance(kms, dict):
+                kms.setdefault("apiVersion", "v1")
+                kms.setdefault("timeout", "3s")
+                if kms["apiVersion"] == "v1":
+                    kms.setdefault("cachesize", _KMS_V1_CACHE)
+    errs = validate(doc, reload)
+    if errs:
+        raise ConfigError(aggregate(errs))
+    return doc
+
+
+def aggregate(errs: list) -> str:
+    """ErrorList.ToAggregate().Error(): one error as it is, more in brackets."""
+    texts = list(dict.fromkeys(str(e) for e in errs))
+    return texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+
+
+# --- validation (validation_encryption.go) ------------------------------------------------------
+
+_NON_REST = ("apiserveripinfo", "serviceipallocations", "servicenodeportallocations")
+
+
+def group_resource(name: str) -> tuple[str, str]:
+    """schema.ParseGroupResource: (group, resource) of "resource.group"."""
+    resource, _, group = name.partition(".")
+    return group, resource
+
+
+def validate(doc: dict, reload: bool) -> list[FieldError]:
+    resources = doc.get("resources")
+    if not resources:
+        return [required("resources", "at least one resources is required")]
+    errs: list[FieldError] = []
+    kms_names: set[str] = set()
+    for i, rc in enumerate(resources):
+        rc = rc or {}
+        r, p = f"resources[{i}].resources", f"resources[{i}].providers"
+        names = rc.get("resources") or []
+        if not names:
+            errs.append(required(r, f"at least one {r} is required"))
+        errs += _overlap(names, r)
+        errs += _names(names, r)
+        providers = rc.get("providers") or []
+        if not providers:
+            errs.append(required(p, f"at least one {p} is required"))
+        for j, prov in enumerate(providers):
+            path = f"{p}[{j}]"
+            prov = prov or {}
+            present = [k for k in PROVIDERS if prov.get(k) is not None]
+            if not present:
+                errs.append(invalid(path, _provider_value(prov), "provider does not contain any of the expected "
+                                    "providers: KMS, AESGCM, AESCBC, Secretbox, Identity"))
+                continue
+            if len(present) > 1:
+                errs.append(invalid(path, _provider_value(prov), "more than one provider specified in a single "
+                                    "element, should split into different list elements"))
+                continue
+            kind = present[0]
+            if kind == "kms":
+                errs += _kms(prov["kms"], f"{path}.kms", kms_names, reload)
+                kms_names.add(prov["kms"].get("name") or "")
+            elif kind != "identity":
+                sizes = _SECRETBOX_SIZES if kind == "secretbox" else _AES_SIZES
+                errs += _keys((prov[kind] or {}).get("keys") or [], f"{path}.{kind}.keys", sizes)
+    return errs
+
+
+def _provider_value(prov: dict) -> gofmt.Struct:
+    """The element as field.Invalid prints it: ProviderConfiguration's fields in order, no key's secret."""
+    def redacted(v):
+        if isinstance(v, dict):
+            return {k: "REDACTED" if k == "secret" else redacted(x) for k, x in v.items()}
+        return [redacted(x) for x in v] if isinstance(v, list) else v
+
+    return gofmt.Struct((k, redacted(prov.get(k))) for k in PROVIDERS)
+
+
+def _overlap(names: list[str], path: str) -> list[FieldError]:
+    if len(names) < 2:
+        return []
+    grs = [group_resource(n) for n in names]
+    duplicate = overlap = False
+    for i, a in enumerate(grs):
+        for j, b in enumerate(grs):
+            if i == j:
+                continue
+            if a == b and not duplicate:
+                duplicate = True
+                continue
+            if overlap:
+                continue
+            if a == ("*", "*") or (a[0] == b[0] and "*" in (a[1], b[1])):
+                overlap = True
+    errs = []
+    if duplicate:
+        errs.append(invalid(path, names, "the same resource cannot be specified multiple times"))
+    if overlap:
+        errs.append(invalid(path, names, "using overlapping resources such as 'secrets' and '*.' in the same "
+                                         "resource list is not allowed as they will be masked"))
+    return errs
+
+
+def _names(names: list[str], path: str) -> list[FieldError]:
+    errs = []
+    for j, name in enumerate(names):
+        at = f"{path}[{j}]"
+        group, resource = group_resource(name)
+        if name.lower() != name:
+            errs.append(invalid(at, name, "resource name should not contain capital letters"))
+        elif name == "*":
+            errs.append(invalid(at, name, "use '*.' to encrypt all the resources from core API group or *.* to "
+                                          "encrypt all resources"))
+        elif name in _NON_REST:
+            errs.append(invalid(at, name, "resources which do not have REST API/s cannot be encrypted"))
+        elif group == "events.k8s.io":
+            errs.append(invalid(at, name, "'*.events.k8s.io' objects are stored using the 'events' API group in "
+                                          "etcd. Use 'events' instead in the config file"))
+        elif group == "extensions":
+            errs.append(invalid(at, name, "'extensions' group has been removed and cannot be used for encryption"))
+        elif group == "*" and resource != "*":
+            errs.append(invalid(at, name, "encrypting the same resource across groups is not supported"))
+    return errs
+
+
+def _keys(keys: list, path: str, sizes: tuple[int, ...]) -> list[FieldError]:
+    if not keys:
+        return [required(path, "at least one keys is required")]
+    errs = []
+    for i, key in enumerate(keys):
+        at = f"{path}[{i}]"
+        key = key or {}
+        if not key.get("name"):
+            errs.append(required(f"{at}.name", "name is a mandatory field for a key"))
+        secret = key.get("secret") or ""
+        if not secret:
+            errs.append(required(f"{at}.secret", "secret is a mandatory field for a key"))
+            continue
+        raw = _secret(secret)
+        if raw is None:
+            errs.append(invalid(f"{at}.secret", "REDACTED", "secrets must be base64 encoded"))
+        elif len(raw) not in sizes:
+            errs.append(invalid(f"{at}.secret", "REDACTED", f"secret is not of the expected length, got {len(raw)}, "
+                                                            f"expected one of [{' '.join(map(str, sizes))}]"))
+    return errs
+
+
+def _secret(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _timeout(kms: dict) -> float | None:
+    """The KMS timeout in seconds; None for one that does not parse."""
+    try:
+        return goduration.parse(str(kms.get("timeout")))
+    except ValueError:
+        return None
+
+
+def _kms(kms: dict, path: str, names: set[str], reload: bool) -> list[FieldError]:
+    errs = []
+    name, version = kms.get("name") or "", kms.get("apiVersion")
+    if not name:
+        errs.append(required(f"{path}.name", "name is a mandatory field for a provider"))
+    if version != "v1" and ":" in name:
+        errs.append(invalid(f"{path}.name", name, f"invalid KMS provider name {name}, must not contain ':'"))
+    if (reload or version != "v1") and name in names:
+        errs.append(invalid(f"{path}.name", name, f"duplicate KMS provider name {name}, names must be unique"))
+    timeout = _timeout(kms)
+    if timeout is None or timeout <= 0:
+        errs.append(invalid(f"{path}.timeout", Stringer(str(kms.get("timeout"))), "timeout should be a positive value"))
+    endpoint = kms.get("endpoint") or ""
+    if not endpoint:
+        errs.append(invalid(f"{path}.endpoint", "", "endpoint is a mandatory field for a kms"))
+    elif not endpoint.startswith("unix://"):
+        scheme = endpoint.partition("://")[0] if "://" in endpoint else ""
+        errs.append(invalid(f"{path}.endpoint", endpoint,
+                            f'unsupported scheme "{scheme}" for KMS provider, only unix is supported'))
+    cache = kms.get("cachesize")
+    if version != "v1" and cache is not None:
+        errs.append(invalid(f"{path}.cachesize", cache, "cachesize is not supported in v2"))
+    if version == "v1" and cache == 0:
+        errs.append(invalid(f"{path}.cachesize", cache, "cachesize should be a positive value, or negative to disable"))
+    if version not in ("v1", "v2"):
+        errs.append(invalid(f"{path}.apiVersion", version or "", "unsupported apiVersion apiVersion for KMS provider, "
+                                                                 "only v1 and v2 are supported"))
+    return errs
+
+
+# --- transformers ---------------------------------------------------------------------------------
+
+def build(config: dict, digest: str = "", observe: Callable | None = None, kms_factory: Callable | None = None) -> Resources:
+    """The transformers of a validated configuration (ConfigError for a KMS provider that cannot be set up)."""
+    lists: dict[str, list[Prefixed]] = {}
+    kms: list = []
+    try:
+        for rc in config["resources"]:
+            items = [_provider(p, kms, kms_factory) for p in rc["providers"]]
+            for name in rc["resources"]:
+                lists.setdefault(name, []).extend(items)
+    except ConfigError:
+        for k in kms:
+            k.close()
+        raise
+    transformers = {name: PrefixTransformers("no matching prefix found", items, observe) for name, items in lists.items()}
+    return Resources(transformers, kms, digest)
+
+
+def _provider(p: dict, kms: list, kms_factory: Callable | None) -> Prefixed:
+    if p.get("identity") is not None:
+        return Prefixed(b"", IDENTITY)
+    if p.get("kms") is not None:
+        conf = p["kms"]
+        name = conf["name"]
+        if conf["apiVersion"] == "v1":
+            raise ConfigError(KMSV1_DISABLED)
+        if kms_factory is None:
+            from .kmsv2 import Envelope as kms_factory
+        try:
+            envelope = kms_factory(name, conf["endpoint"], _timeout(conf) or _KMS_TIMEOUT)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"could not configure KMSv2-Plugin's probe {gofmt.quote(name)}, error: {e}") from None
+        kms.append(envelope)
+        return Prefixed(KMSV2_PREFIX + name.encode() + b":", envelope)
+    kind = next(k for k in ("aesgcm", "aescbc", "secretbox") if p.get(k) is not None)
+    make, prefix, what = {"aesgcm": (AESGCM, AESGCM_PREFIX, "AES"), "aescbc": (AESCBC, AESCBC_PREFIX, "AES"),
+                          "secretbox": (Secretbox, SECRETBOX_PREFIX, "Secretbox")}[kind]
+    keys = [Prefixed(k["name"].encode() + b":", make(base64.b64decode(k["secret"]))) for k in p[kind]["keys"]]
+    return Prefixed(prefix, PrefixTransformers(f"no matching key was found for the provided {what} transformer", keys))

@@ -1,0 +1,267 @@
+"""A KMS v2 provider (storage/value/encrypt/envelope/kmsv2): envelope encryption through a plugin
+that holds the key encryption key and answers Status, Encrypt and Decrypt over gRPC on a unix
+socket. The API server makes a random 32-byte seed, has the plugin encrypt it once, and encrypts
+each value with AES-GCM under a key derived from the seed and 32 random bytes (HKDF-SHA256, so no
+nonce repeats however many writes); the value is stored as an EncryptedObject holding the data,
+the plugin's key_id and annotations and the encrypted seed. A Status whose key_id changed makes a
+new seed; a read asks the plugin to decrypt a seed it has not seen, then keeps it.
+
+Plugin calls block: they are rare (one Encrypt per key_id, one Decrypt per seed, a Status a minute)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+from google.protobuf.message import DecodeError
+
+from ...clock import REAL, Clock
+from .proto import kmsv2_pb2 as pb
+from .value import AESGCM, TransformError
+
+SERVICE = "v2.KeyManagementService"
+#: the plugin API version a healthy plugin's Status reports
+API_VERSION = "v2"
+SEED_SIZE = 32
+_INFO_SIZE = 32
+_MAX_SIZE = 1024
+_MAX_ANNOTATIONS = 32 * 1024
+#: how often a write asks the plugin's Status whether its key_id moved on (upstream's key ID poll)
+STATUS_EVERY = 60.0
+#: how long a health check's answer stands, healthy and not
+_HEALTHY_TTL, _UNHEALTHY_TTL = 20.0, 3.0
+_FQDN = re.compile(r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\.)+[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$")
+
+
+def rpc_error(e: Exception) -> str:
+    """A failed call as a Go gRPC client's error reads."""
+    code = getattr(e, "code", None)
+    if callable(code):
+        name = "".join(w.title() for w in code().name.split("_"))
+        return f"rpc error: code = {name} desc = {e.details()}"
+    return str(e)
+
+
+class ExtendedNonceGCM:
+    """AES-GCM under a key derived per write: HKDF-Expand(SHA-256, seed, info) with 32 random bytes
+    of info stored before the GCM output."""
+
+    def __init__(self, seed: bytes) -> None:
+        self._seed = seed
+
+    def _gcm(self, info: bytes) -> AESGCM:
+        return AESGCM(HKDFExpand(hashes.SHA256(), 32, info).derive(self._seed))
+
+    def from_storage(self, data: bytes, key: bytes) -> tuple[bytes, bool]:
+        if len(data) < _INFO_SIZE:
+            raise TransformError("the stored data was shorter than the required size")
+        return self._gcm(data[:_INFO_SIZE]).from_storage(data[_INFO_SIZE:], key)
+
+    def to_storage(self, data: bytes, key: bytes) -> bytes:
+        info = os.urandom(_INFO_SIZE)
+        return info + self._gcm(info).to_storage(data, key)
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """What writes use now: the seed's transformer and the EncryptedObject fields stored with it."""
+
+    transformer: ExtendedNonceGCM
+    key_id: str
+    encrypted_seed: bytes
+    annotations: dict[str, bytes]
+
+
+def key_id_hash(key_id: str) -> str:
+    return "sha256:" + hashlib.sha256(key_id.encode()).hexdigest()
+
+
+def _validate_annotations(annotations) -> None:
+    size = 0
+    for k, v in annotations.items():
+        if not _FQDN.match(k):
+            raise TransformError(f"annotation keys are not fully qualified domain names: {k}")
+        size += len(k) + len(v)
+    if size > _MAX_ANNOTATIONS:
+        raise TransformError(f"annotations exceeds max size of {_MAX_ANNOTATIONS}")
+
+
+def _validate(obj: pb.EncryptedObject) -> None:
+    """ValidateEncryptedObject's checks, in its words."""
+    if obj.encryptedDEKSourceType not in (pb.AES_GCM_KEY, pb.HKDF_SHA256_XNONCE_AES_GCM_SEED):
+        raise TransformError(f"unknown encryptedDEKSourceType: {obj.encryptedDEKSourceType}")
+    if not obj.encryptedData:
+        raise TransformError("encrypted data is empty")
+    if not obj.encryptedDEKSource:
+        raise TransformError("encrypted DEK source is empty")
+    if len(obj.encryptedDEKSource) > _MAX_SIZE:
+        raise TransformError(f"encrypted DEK source is {len(obj.encryptedDEKSource)} bytes, which exceeds the max "
+                             f"size of {_MAX_SIZE}")
+    if not obj.keyID:
+        raise TransformError("keyID is empty")
+    if len(obj.keyID) > _MAX_SIZE:
+        raise TransformError(f"keyID is {len(obj.keyID)} bytes, which exceeds the max size of {_MAX_SIZE}")
+    _validate_annotations(obj.annotations)
+
+
+class Envelope:
+    """The provider named `name` of the plugin at `endpoint` (unix:///path), each call bounded by
+    `timeout` seconds. `metrics`: an EncryptionMetrics (apiserver_envelope_encryption_*)."""
+
+    def __init__(self, name: str, endpoint: str, timeout: float, clock: Clock = REAL, metrics=None) -> None:
+        import grpc
+
+        self.name = name
+        self._timeout = timeout
+        self._clock = clock
+        self._metrics = metrics
+        self._channel = grpc.insecure_channel(endpoint)
+        self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}", request_serializer=req.SerializeToString,
+                                                    response_deserializer=resp.FromString)
+                       for m, req, resp in (("Status", pb.StatusRequest, pb.StatusResponse),
+                                            ("Encrypt", pb.EncryptRequest, pb.EncryptResponse),
+                                            ("Decrypt", pb.DecryptRequest, pb.DecryptResponse))}
+        self._state: _State | None = None
+        self._polled = float("-inf")
+        #: the transformers of the seeds read, by a digest of what was stored with them
+        self._seeds: dict[bytes, ExtendedNonceGCM | AESGCM] = {}
+        #: the last health check: (when, why it failed or None)
+        self._health: tuple[float, str | None] = (float("-inf"), None)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: str, request):
+        t0 = self._clock.monotonic()
+        code = "OK"
+        try:
+            return self._calls[method](request, timeout=self._timeout)
+        except Exception as e:
+            code = "".join(w.title() for w in e.code().name.split("_")) if callable(getattr(e, "code", None)) \
+                else "Unknown"
+            raise
+        finally:
+            if self._metrics is not None:
+                self._metrics.kms_call(self.name, method, code, self._clock.monotonic() - t0)
+
+    def status(self) -> pb.StatusResponse:
+        return self._call("Status", pb.StatusRequest())
+
+    def check(self) -> str | None:
+        """The plugin's health as the kms-provider check reports it, asked at most every 20 s (3 s after a failure)."""
+        now = self._clock.monotonic()
+        at, why = self._health
+        if now - at < (_UNHEALTHY_TTL if why else _HEALTHY_TTL):
+            return why
+        try:
+            resp = self.status()
+        except Exception as e:
+            why = f"failed to perform status section of the healthz check for KMS Provider {self.name}, error: " \
+                  f"{rpc_error(e)}"
+        else:
+            problems = []
+            if resp.healthz != "ok":
+                problems.append(f"got unexpected healthz status: {resp.healthz}")
+            if resp.version != API_VERSION:
+                problems.append(f"expected KMSv2 API version {API_VERSION}, got {resp.version}")
+            if not resp.key_id:
+                problems.append(f"expected KMSv2 KeyID to be set, got {resp.key_id}")
+            why = None
+            if problems:
+                joined = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+                why = f"kmsv2 Provider {self.name} is not healthy, error: {joined}"
+            else:
+                self._rotate_if(resp.key_id)
+        self._health = (now, why)
+        return why
+
+    def _rotate_if(self, key_id: str) -> None:
+        """A new seed when the plugin's key_id moved on (or there is none yet)."""
+        if self._state is not None and self._state.key_id == key_id:
+            return
+        seed = os.urandom(SEED_SIZE)
+        resp = self._call("Encrypt", pb.EncryptRequest(plaintext=seed, uid=str(uuid.uuid4())))
+        if not resp.key_id:
+            raise TransformError("failed to generate DEK: KeyID is empty")
+        _validate_annotations(resp.annotations)
+        transformer = ExtendedNonceGCM(seed)
+        state = _State(transformer, resp.key_id, resp.ciphertext, dict(resp.annotations))
+        self._seeds[self._digest(pb.HKDF_SHA256_XNONCE_AES_GCM_SEED, resp.ciphertext, resp.key_id,
+                                 resp.annotations)] = transformer
+        self._state = state
+        if self._metrics is not None:
+            self._metrics.seeds(self.name, len(self._seeds))
+
+    def _current(self) -> _State:
+        now = self._clock.monotonic()
+        if self._state is None or now - self._polled >= STATUS_EVERY:
+            try:
+                resp = self.status()
+                if not resp.key_id:
+                    raise TransformError("got unexpected empty keyID")
+                self._rotate_if(resp.key_id)
+                self._polled = now
+            except TransformError:
+                if self._state is None:
+                    raise
+            except Exception as e:
+                if self._metrics is not None:
+                    self._metrics.invalid_key_id(self.name, "status_error")
+                if self._state is None:  # nothing to write with until the plugin answers
+                    raise TransformError(f"failed to get current KMSv2 state for provider {self.name}: "
+                                         f"{rpc_error(e)}") from None
+        return self._state
+
+    @staticmethod
+    def _digest(kind: int, seed: bytes, key_id: str, annotations) -> bytes:
+        h = hashlib.sha256(b"%d\x00" % kind + seed + b"\x00" + key_id.encode())
+        for k in sorted(annotations):
+            h.update(b"\x00" + k.encode() + b"\x00" + annotations[k])
+        return h.digest()
+
+    def to_storage(self, data: bytes, key: bytes) -> bytes:
+        state = self._current()
+        out = pb.EncryptedObject(encryptedData=state.transformer.to_storage(data, key), keyID=state.key_id,
+                                 encryptedDEKSource=state.encrypted_seed, annotations=state.annotations,
+                                 encryptedDEKSourceType=pb.HKDF_SHA256_XNONCE_AES_GCM_SEED).SerializeToString()
+        if self._metrics is not None:
+            self._metrics.key_id_used(self.name, "to_storage", state.key_id)
+        return out
+
+    def from_storage(self, data: bytes, key: bytes) -> tuple[bytes, bool]:
+        try:
+            obj = pb.EncryptedObject.FromString(data)
+        except DecodeError as e:
+            raise TransformError(f"failed to unmarshal encrypted object: {e}") from None
+        _validate(obj)
+        digest = self._digest(obj.encryptedDEKSourceType, obj.encryptedDEKSource, obj.keyID, obj.annotations)
+        transformer = self._seeds.get(digest)
+        if transformer is None:
+            try:
+                resp = self._call("Decrypt", pb.DecryptRequest(ciphertext=obj.encryptedDEKSource, uid=str(uuid.uuid4()),
+                                                               key_id=obj.keyID, annotations=obj.annotations))
+            except Exception as e:
+                raise TransformError(f"failed to decrypt DEK, error: {rpc_error(e)}") from None
+            if obj.encryptedDEKSourceType == pb.HKDF_SHA256_XNONCE_AES_GCM_SEED:
+                if len(resp.plaintext) < SEED_SIZE:
+                    raise TransformError(f"invalid seed length {len(resp.plaintext)} used for key generation")
+                transformer = ExtendedNonceGCM(resp.plaintext)
+            else:
+                try:
+                    transformer = AESGCM(resp.plaintext)
+                except ValueError as e:
+                    raise TransformError(f"failed to create transformer from decrypted DEK: {e}") from None
+            self._seeds[digest] = transformer
+            if self._metrics is not None:
+                self._metrics.seeds(self.name, len(self._seeds))
+        out, _ = transformer.from_storage(obj.encryptedData, key)
+        if self._metrics is not None:
+            self._metrics.key_id_used(self.name, "from_storage", obj.keyID)
+        state = self._state
+        return out, state is None or state.key_id != obj.keyID or \
+            obj.encryptedDEKSourceType != pb.HKDF_SHA256_XNONCE_AES_GCM_SEED

@@ -1,0 +1,189 @@
+"""The store as the registry sees it under --encryption-provider-config: values encrypted on their
+way in and decrypted on their way out (gets, lists, watch events), as etcd3's store applies its
+transformer, so the watch cache, lists, watches and server-side apply see plaintext and every
+backend (sqlite, memory, etcd) keeps ciphertext. Only a configured resource's values are touched.
+
+A value no provider reads is a corrupt object (upstream's KEP-3926 handling): a list leaves it
+out and notes its key in `unreadable`, where a read of it, or a list of its resource, answers
+the corrupt-object error instead (rest.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import AsyncIterator
+
+from ...machinery import errors
+from ...store.interface import DELETE, KV, PUT, Event, RevisionMismatch, Store
+from .config import Resources
+from .value import IDENTITY, TransformError
+
+log = logging.getLogger(__name__)
+
+_REGISTRY = "/registry/"
+
+
+class EncryptedStore(Store):
+    """`resources`: the loaded configuration's transformers (replaced whole on a reload)."""
+
+    def __init__(self, inner: Store, resources: Resources) -> None:
+        self.inner = inner
+        self.resources = resources
+        #: key -> why its stored value does not read (see the module's doc)
+        self.unreadable: dict[str, str] = {}
+        #: the keys whose values were read with a provider that does not write now: an unchanged
+        #: update writes them again (upstream's GuaranteedUpdate writes a stale value whatever changed)
+        self.stale: set[str] = set()
+        #: key -> (the ciphertext this server just wrote, its plaintext): its own write's event
+        #: hands the plaintext on without decrypting it again
+        self._written: dict[str, tuple[bytes, bytes]] = {}
+
+    def _transformer(self, key: str):
+        """The key's resource's transformer; None for a key outside the registry."""
+        if not key.startswith(_REGISTRY):
+            return None
+        return self.resources.for_resource(key[len(_REGISTRY):].partition("/")[0])
+
+    def _read(self, kv: KV | None) -> KV | None:
+        """`kv` with its value decrypted; TransformError where it does not read."""
+        if kv is None:
+            return None
+        t = self._transformer(kv.key)
+        if t is None:
+            return kv
+        plain, stale = t.from_storage(kv.value, kv.key.encode())
+        self.unreadable.pop(kv.key, None)
+        if stale:
+            self.stale.add(kv.key)
+        else:
+            self.stale.discard(kv.key)
+        return kv if plain is kv.value else KV(kv.key, plain, kv.create_revision, kv.mod_revision)
+
+    def _write(self, key: str, value: bytes) -> bytes:
+        t = self._transformer(key)
+        if t is None or t is IDENTITY:
+            return value
+        try:
+            out = t.to_storage(value, key.encode())
+        except TransformError as e:
+            raise errors.internal(str(e)) from None
+        self._written[key] = (out, value)
+        return out
+
+    @staticmethod
+    def _mine(kv: KV, value: bytes) -> KV:
+        """The KV the store answered a write with, holding the plaintext written."""
+        return KV(kv.key, value, kv.create_revision, kv.mod_revision)
+
+    def _mismatch(self, e: RevisionMismatch) -> RevisionMismatch:
+        try:
+            current = self._read(e.current)
+        except TransformError:
+            return e
+        return RevisionMismatch(e.key, current)
+
+    def _noted(self, key: str, e: TransformError) -> None:
+        if key not in self.unreadable:
+            log.error("unable to transform key %r: %s", key, e)
+        self.unreadable[key] = str(e)
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+        self.resources.close()
+
+    def size(self) -> int | None:
+        return self.inner.size()
+
+    async def get(self, key: str) -> KV | None:
+        kv = await self.inner.get(key)
+        try:
+            return self._read(kv)
+        except TransformError as e:  # there, though unreadable: what a get for a name taken asks
+            self._noted(key, e)
+            return kv
+
+    async def list(self, prefix: str) -> tuple[list[KV], int]:
+        kvs, rev = await self.inner.list(prefix)
+        out = []
+        for kv in kvs:
+            try:
+                out.append(self._read(kv))
+            except TransformError as e:
+                self._noted(kv.key, e)
+        return out, rev
+
+    async def create(self, key: str, value: bytes) -> KV:
+        kv = await self.inner.create(key, self._write(key, value))
+        return self._mine(kv, value)
+
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
+        """`prev` (plaintext) goes on only for a value stored as it is."""
+        stored = self._write(key, value)
+        try:
+            kv = await self.inner.update(key, stored, expected_mod_revision, prev if stored is value else None)
+        except RevisionMismatch as e:
+            raise self._mismatch(e) from None
+        return self._mine(kv, value)
+
+    async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
+        t = self._transformer(key)
+        plain = t is None or t is IDENTITY
+        try:
+            kv = await self.inner.delete(key, expected_mod_revision, prev if plain else None)
+        except RevisionMismatch as e:
+            raise self._mismatch(e) from None
+        self.unreadable.pop(key, None)
+        if plain:
+            return kv
+        if prev is not None and expected_mod_revision is not None and prev.mod_revision == expected_mod_revision:
+            return KV(key, prev.value, kv.create_revision, kv.mod_revision)
+        try:
+            return self._read(kv)
+        except TransformError:
+            return kv
+
+    async def current_revision(self) -> int:
+        return await self.inner.current_revision()
+
+    def _event(self, ev: Event) -> Event:
+        """`ev` in plaintext. A value that does not read passes as a change outside the registry,
+        which moves the watch cache's revision on and nothing else."""
+        key = ev.kv.key
+        t = self._transformer(key)
+        if t is None or t is IDENTITY:
+            return ev
+        mine = self._written.pop(key, None)
+        if ev.type == PUT and mine is not None and mine[0] is ev.kv.value:
+            self.stale.discard(key)
+            return Event(PUT, KV(key, mine[1], ev.kv.create_revision, ev.kv.mod_revision), None)
+        try:
+            kv = self._read(ev.kv)
+        except TransformError as e:
+            self._noted(key, e)
+            return Event(DELETE if ev.type == DELETE else PUT, KV("/unreadable" + key, b"", 0, ev.kv.mod_revision), None)
+        if ev.type == DELETE:
+            self.unreadable.pop(key, None)
+            self.stale.discard(key)
+        return Event(ev.type, kv, None)
+
+    async def _events(self, from_revision: int) -> AsyncIterator[Event]:
+        async for ev in self.inner.watch(from_revision):
+            yield self._event(ev)
+
+    def watch(self, from_revision: int) -> AsyncIterator[Event]:
+        return self._events(from_revision)
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None],
+               lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
+        event = self._event
+        return self.inner.follow(from_revision, lambda ev: apply(event(ev)), lost)
+
+    async def compact(self, revision: int) -> None:
+        await self.inner.compact(revision)
+
+    @property
+    def compacted_revision(self) -> int:
+        return self.inner.compacted_revision

@@ -1,0 +1,238 @@
+"""Encryption at rest through the API: each provider's stored prefix and ciphertext, reads and
+watches in plaintext, the first provider writing and the others reading (key rotation), values
+no provider reads answered as corrupt objects, and a KMS v2 plugin over gRPC on a unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import tempfile
+
+import pytest
+import yaml
+
+from nanokube.apiserver.encryption.controller import Encryption
+from nanokube.apiserver.encryption.proto import kmsv2_pb2 as pb
+from nanokube.apiserver.encryption.value import TransformError
+from nanokube.machinery.errors import APIError
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.kms_plugin import ANNOTATION, Plugin
+from tests.controllers import make_stack
+
+SECRET_KEY = "/registry/secrets/default/s1"
+
+
+def key(n: int, size: int = 32) -> str:
+    return base64.b64encode(bytes([n]) * size).decode()
+
+
+def aes(kind: str, *names_and_keys: tuple[str, str]) -> dict:
+    return {kind: {"keys": [{"name": n, "secret": k} for n, k in names_and_keys]}}
+
+
+def write_config(path, *providers: dict, resources=("secrets",)) -> str:
+    path.write_text(yaml.safe_dump({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "EncryptionConfiguration",
+                                    "resources": [{"resources": list(resources), "providers": list(providers)}]}))
+    return str(path)
+
+
+class Encrypted:
+    """An in-process stack whose store is a MemoryStore under the configuration at `path`."""
+
+    def __init__(self, path: str, mem: MemoryStore | None = None) -> None:
+        self.encryption = Encryption(path)
+        self.mem = mem or MemoryStore()
+        self.store = self.encryption.wrap(self.mem)
+
+    async def __aenter__(self):
+        self.mem._data.pop("/registry/namespaces/default", None)  # (make_stack makes it again)
+        self.stack = await make_stack(store=self.store)
+        self.stack.rest.unreadable, self.stack.rest.stale = self.store.unreadable, self.store.stale
+        self.secrets = self.stack.client.resource("", "v1", "secrets")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        """The server stopped; the memory store stays, for the next one (a restart)."""
+        await self.stack.rest.admission.client.close()
+        await self.stack.cache.stop()
+        self.encryption.resources.close()
+
+    def raw(self, k: str = SECRET_KEY) -> bytes:
+        return self.mem._data[k].value
+
+
+def secret(name: str = "s1", value: bytes = b"hunter2") -> dict:
+    return {"metadata": {"name": name, "namespace": "default"}, "data": {"password": base64.b64encode(value).decode()}}
+
+
+@pytest.mark.parametrize("provider,prefix", [
+    (aes("aescbc", ("k1", key(1))), b"k8s:enc:aescbc:v1:k1:"),
+    (aes("aesgcm", ("k1", key(1, 16))), b"k8s:enc:aesgcm:v1:k1:"),
+    (aes("secretbox", ("k1", key(1))), b"k8s:enc:secretbox:v1:k1:"),
+])
+async def test_each_provider_stores_its_prefix_and_no_plaintext(tmp_path, provider, prefix):
+    async with Encrypted(write_config(tmp_path / "enc.yaml", provider)) as s:
+        watch = await s.secrets.watch(namespace="default")
+        created = await s.secrets.create(secret(), namespace="default")
+        raw = s.raw()
+        assert raw.startswith(prefix)
+        assert b"hunter2" not in raw and base64.b64encode(b"hunter2") not in raw
+        got = await s.secrets.get("s1", namespace="default")
+        assert base64.b64decode(got["data"]["password"]) == b"hunter2"
+        typ, obj = await asyncio.wait_for(watch.__anext__(), 10)
+        assert (typ, obj["metadata"]["name"], obj["data"]) == ("ADDED", "s1", created["data"])
+        await watch.aclose()
+        items, _ = await s.secrets.list(namespace="default")
+        assert [i["data"]["password"] for i in items] == [created["data"]["password"]]
+        # a resource the configuration does not name is stored as it was
+        await s.stack.client.resource("", "v1", "configmaps").create(
+            {"metadata": {"name": "c1", "namespace": "default"}, "data": {"a": "plain"}}, namespace="default")
+        assert b'"plain"' in s.raw("/registry/configmaps/default/c1")
+
+
+async def test_aesgcm_binds_a_value_to_its_key(tmp_path):
+    """The key is the authenticated data: a ciphertext copied under another name does not read."""
+    async with Encrypted(write_config(tmp_path / "enc.yaml", aes("aesgcm", ("k1", key(1))))) as s:
+        await s.secrets.create(secret(), namespace="default")
+        t = s.encryption.resources.for_resource("secrets")
+        assert t.from_storage(s.raw(), SECRET_KEY.encode())[0].startswith(b"{")
+        with pytest.raises(TransformError, match="^cipher: message authentication failed$"):
+            t.from_storage(s.raw(), b"/registry/secrets/default/other")
+
+
+async def test_rotation_new_key_first_then_rewrite_then_drop_the_old(tmp_path):
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("aescbc", ("old", key(1)))), mem) as s:
+        await s.secrets.create(secret(), namespace="default")
+        assert s.raw().startswith(b"k8s:enc:aescbc:v1:old:")
+    # the new key added first (it writes), the old one kept (it reads), the server restarted
+    write_config(path, aes("aescbc", ("new", key(2)), ("old", key(1))))
+    async with Encrypted(str(path), mem) as s:
+        assert s.raw().startswith(b"k8s:enc:aescbc:v1:old:")
+        t = s.encryption.resources.for_resource("secrets")
+        assert t.from_storage(s.raw(), SECRET_KEY.encode())[1] is True  # stale: not the writing key's
+        # `kubectl get secrets -o json | kubectl replace -f -`: every secret written again
+        for item in (await s.secrets.list(namespace="default"))[0]:
+            await s.secrets.update(item)
+        assert s.raw().startswith(b"k8s:enc:aescbc:v1:new:")
+        assert t.from_storage(s.raw(), SECRET_KEY.encode())[1] is False
+    # the old key removed: everything still reads
+    write_config(path, aes("aescbc", ("new", key(2))))
+    async with Encrypted(str(path), mem) as s:
+        got = await s.secrets.get("s1", namespace="default")
+        assert base64.b64decode(got["data"]["password"]) == b"hunter2"
+
+
+async def test_identity_first_decrypts_on_the_next_write(tmp_path):
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("secretbox", ("k", key(3)))), mem) as s:
+        await s.secrets.create(secret(), namespace="default")
+    write_config(path, {"identity": {}}, aes("secretbox", ("k", key(3))))
+    async with Encrypted(str(path), mem) as s:
+        item = await s.secrets.get("s1", namespace="default")
+        await s.secrets.update(item)
+        assert json.loads(s.raw())["data"]["password"] == base64.b64encode(b"hunter2").decode()
+
+
+async def test_values_no_provider_reads_are_corrupt_objects(tmp_path):
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("aescbc", ("k1", key(1)))), mem) as s:
+        await s.secrets.create(secret("s1"), namespace="default")
+        await s.secrets.create(secret("s2"), namespace="default")
+    # a configuration that lost the key: the secrets are there but do not read; other resources are unaffected
+    write_config(path, aes("aesgcm", ("k2", key(2))))
+    async with Encrypted(str(path), mem) as s:
+        with pytest.raises(APIError) as e:
+            await s.secrets.get("s1", namespace="default")
+        assert (e.value.code, e.value.reason, e.value.message) == (
+            500, "InternalError", "Internal error occurred: StorageError: corrupt object, Code: 7, Key: "
+            "/registry/secrets/default/s1, ResourceVersion: 0, AdditionalErrorMsg: data from the storage is not "
+            "transformable")
+        with pytest.raises(APIError) as e:
+            await s.secrets.list(namespace="default")
+        assert (e.value.code, e.value.reason) == (500, "")
+        assert e.value.message.startswith("unable to transform or decode 2 objects: {\n\tStorageError: corrupt object, "
+                                          "Code: 7, Key: /registry/secrets/default/s1, ")
+        assert s.store.unreadable[SECRET_KEY] == "no matching prefix found"
+        # a namespace without them lists
+        assert (await s.secrets.list(namespace="kube-system"))[0] == []
+
+
+async def test_identity_refuses_to_read_encrypted_values(tmp_path):
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("aescbc", ("k1", key(1)))), mem):
+        pass
+    async with Encrypted(write_config(path, aes("aescbc", ("k1", key(1)))), mem) as s:
+        await s.secrets.create(secret(), namespace="default")
+    async with Encrypted(write_config(path, {"identity": {}}), mem) as s:
+        with pytest.raises(APIError, match="corrupt object"):
+            await s.secrets.get("s1", namespace="default")
+        assert s.store.unreadable[SECRET_KEY] == "identity transformer tried to read encrypted data"
+
+
+@pytest.fixture
+def plugin():
+    with tempfile.TemporaryDirectory(prefix="nanokube-kms-") as d:
+        p = Plugin(f"{d}/kms.sock")
+        p.start()
+        try:
+            yield p
+        finally:
+            p.stop()
+
+
+def kms(plugin: Plugin, name: str = "vault") -> dict:
+    return {"kms": {"apiVersion": "v2", "name": name, "endpoint": "unix://" + plugin.socket_path, "timeout": "2s"}}
+
+
+async def test_kms_v2_envelope(tmp_path, plugin):
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, kms(plugin)), mem) as s:
+        assert [c.name for c in s.encryption.checks()] == ["kms-provider-0"]
+        assert s.encryption.checks()[0].run() is None
+        for n in range(3):
+            await s.secrets.create(secret(f"s{n}"), namespace="default")
+        assert plugin.calls["Encrypt"] == 1  # one seed for every write under one key ID
+        raw = s.raw("/registry/secrets/default/s0")
+        prefix = b"k8s:enc:kms:v2:vault:"
+        assert raw.startswith(prefix) and b"hunter2" not in raw
+        obj = pb.EncryptedObject.FromString(raw[len(prefix):])
+        assert (obj.keyID, dict(obj.annotations), obj.encryptedDEKSourceType) == (
+            "key-1", {ANNOTATION: b"1"}, pb.HKDF_SHA256_XNONCE_AES_GCM_SEED)
+        got = await s.secrets.get("s0", namespace="default")
+        assert base64.b64decode(got["data"]["password"]) == b"hunter2"
+    # a restart reads the seed back through the plugin, once
+    async with Encrypted(str(path), mem) as s:
+        items, _ = await s.secrets.list(namespace="default")
+        assert len(items) == 3
+        assert plugin.calls["Decrypt"] == 1
+        # the plugin's key rotated: the next Status makes a new seed under it
+        plugin.rotate("key-2")
+        s.encryption.resources.kms[0]._polled = float("-inf")
+        await s.secrets.update(items[0])
+        raw = s.raw("/registry/secrets/default/s0")
+        assert pb.EncryptedObject.FromString(raw[len(b"k8s:enc:kms:v2:vault:"):]).keyID == "key-2"
+        plugin.healthy = False
+        s.encryption.resources.kms[0]._health = (float("-inf"), None)
+        assert s.encryption.checks()[0].run() == ("kmsv2 Provider vault is not healthy, error: got unexpected healthz "
+                                                  "status: unhealthy")
+
+
+async def test_kms_v2_plugin_away(tmp_path):
+    """No plugin on the socket: writes fail with the gRPC error, the health check says why."""
+    path = write_config(tmp_path / "enc.yaml", {"kms": {"apiVersion": "v2", "name": "gone",
+                                                        "endpoint": f"unix://{tmp_path}/none.sock", "timeout": "1s"}})
+    async with Encrypted(path) as s:
+        with pytest.raises(APIError) as e:
+            await s.secrets.create(secret(), namespace="default")
+        assert e.value.code == 500
+        assert "failed to get current KMSv2 state for provider gone: rpc error: code = Unavailable" in e.value.message
+        why = s.encryption.checks()[0].run()
+        assert why.startswith("failed to perform status section of the healthz check for KMS Provider gone, error: "
+                              "rpc error: code = Unavailable")
