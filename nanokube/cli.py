@@ -121,6 +121,13 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
+    from .apiserver.encryption import options as encryption_options
+
+    try:
+        encryption = encryption_options.load(args)
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     from .apiserver.app import APIServer
     from .metrics.provider import MetricsProvider
     from .scheduler.config import SchedulerConfig
@@ -191,6 +198,8 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
+    if encryption is not None:
+        store = encryption.wrap(store)
     # once every flag is judged, so a refused one stops `up` with nothing but its own line
     log.info("feature gates beyond 1.37's defaults: %s; APIs: %s", featuregates.GATES.overridden() or "none",
              _served_apis(args.runtime_config))
@@ -203,6 +212,8 @@ async def _up(args: argparse.Namespace) -> int:
                        audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_options=audit_log,
                        runtime_config=runtime_config)
     server.flags = flags(args)
+    if encryption is not None:
+        encryption_options.install(server, encryption)
     auth_options.apply(server, auth)
     server.rest.admission.disable(*disabled)
     server.rest.admission.configure(admission_configs)
@@ -420,6 +431,7 @@ def _https_url(value: str) -> str:
 def _add_up_parser(sub) -> None:
     from .apiserver.audit_options import add_flags as audit_flags
     from .apiserver.auth_options import add_flags as auth_flags
+    from .apiserver.encryption.options import add_flags as encryption_flags
     from .controllers.lb_pool import DEFAULT_POOL
 
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
@@ -453,6 +465,7 @@ def _add_up_parser(sub) -> None:
                     help="kube-apiserver's TracingConfiguration (apiserver.config.k8s.io/v1: endpoint, an OTLP gRPC "
                          "collector, default localhost:4317; samplingRatePerMillion, default 0): spans of API "
                          "requests; without it, none")
+    encryption_flags(up)
     up.add_argument("--audit-policy-file", default=None, metavar="FILE",
                     help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
                          "records, at which level and stages (default: writes at Metadata)")
