@@ -11,6 +11,7 @@ through authorization_config's authorize_async); `decide` blocks, for callers of
 from __future__ import annotations
 
 import asyncio
+import http.client
 import logging
 import random
 import time
@@ -40,6 +41,22 @@ def _transient(e: Exception) -> bool:
     if isinstance(e, urllib.error.HTTPError):
         return e.code in (500, 504, 429) or bool(e.headers and e.headers.get("Retry-After"))
     return isinstance(e, ConnectionResetError) or isinstance(getattr(e, "reason", None), ConnectionResetError)
+
+
+def _post(request: urllib.request.Request, context, timeout: float) -> bytes:
+    """The body of the answer to `request`, read within `timeout` seconds in all, as Go's
+    http.Client.Timeout bounds the whole exchange: a webhook sending a byte at a time (each within
+    the socket's timeout) is cut at the deadline, not waited on until it is done."""
+    deadline = time.monotonic() + timeout
+    with urllib.request.urlopen(request, context=context, timeout=timeout) as r:
+        chunks = []
+        while chunk := r.read1(1 << 16):
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the answer took longer than {timeout:g} s")
+        if r.length:  # (read1 ends quietly where the connection does)
+            raise http.client.IncompleteRead(b"".join(chunks), r.length)
+        return b"".join(chunks)
 
 
 class WebhookConfigError(ValueError):
@@ -163,13 +180,12 @@ class WebhookAuthorizer:
                 time.sleep(pause * (1 + RETRY_JITTER * random.random()))
                 pause *= RETRY_FACTOR
             try:
-                with urllib.request.urlopen(request, context=self._ssl, timeout=self.spec.timeout) as r:
-                    status = orjson.loads(r.read()).get("status") or {}
+                status = orjson.loads(_post(request, self._ssl, self.spec.timeout)).get("status") or {}
                 if not isinstance(status, dict):  # (decoding the review fails, as upstream's would)
                     raise ValueError("the SubjectAccessReview's status is not an object")
                 error = None
                 break
-            except (OSError, ValueError, orjson.JSONDecodeError, AttributeError) as e:
+            except (OSError, ValueError, orjson.JSONDecodeError, AttributeError, http.client.HTTPException) as e:
                 error = e
                 if not _transient(e):
                     break
