@@ -51,6 +51,8 @@ class Controller:
     queue_name = ""
     #: the feature gates it needs on to run (its ControllerDescriptor's requiredFeatureGates)
     feature_gates: tuple[str, ...] = ()
+    #: whether `--controllers '*'` runs it (upstream's ControllersDisabledByDefault are not)
+    enabled_by_default = True
     workers = 1
     #: a controller's own exceptions that mean "not yet, retry" (no bug) besides EXPECTED
     retriable: tuple[type[Exception], ...] = ()

@@ -15,6 +15,7 @@ from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from ..pki.jwt import load_key
 from .base import Controller
+from .bootstrapsigner import BootstrapSignerController
 from .clusterroleaggregation import ClusterRoleAggregationController
 from .cronjob import CronJobController
 from .csrapproving import CSRApprovingController
@@ -57,6 +58,7 @@ from .servicecidrs import ServiceCIDRController
 from .statefulset import StatefulSetController
 from .storageversionmigrator import StorageVersionMigrator
 from .taint_eviction import TaintEvictionController
+from .tokencleaner import TokenCleanerController
 from .ttl import TTLController
 from .ttl_after_finished import TTLAfterFinishedController
 from .vac_protection import VACProtectionController
@@ -118,6 +120,8 @@ CLIENT_NAMES = {
     "certificatesigningrequest-cleaner-controller": "certificate-controller",
     "certificatesigningrequest-signing-controller": "certificate-controller",
     "serviceaccount-token-controller": "tokens-controller",  # upstream's root client, not an account's
+    "bootstrap-signer-controller": "bootstrap-signer",
+    "token-cleaner-controller": "token-cleaner",
 }
 
 
@@ -158,7 +162,7 @@ CONTROLLERS = [
     EphemeralVolumeController, HPAController, NodeLifecycleController,
     TaintEvictionController, PodGCController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
     StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController, CSRApprovingController,
-    CSRCleanerController,
+    CSRCleanerController, BootstrapSignerController, TokenCleanerController,
 ]
 
 
@@ -190,7 +194,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
 
 
 def enabled(controllers: list, spec: str = "*") -> list:
-    """kube-controller-manager's `--controllers`: `*` for all, a name to enable, `-name` to disable,
+    """kube-controller-manager's `--controllers`: `*` for all on by default, a name to enable, `-name` to disable,
     by upstream's name or one of its aliases; the name without its `-controller` suffix is taken
     too (nanokube's earlier names). Of controllers or their classes."""
     canonical: dict[str, str] = {}
@@ -204,7 +208,7 @@ def enabled(controllers: list, spec: str = "*") -> list:
                                                        for n in unknown))
     on = {canonical[i] for i in items if i != "*" and not i.startswith("-")}
     off = {canonical[i[1:]] for i in items if i.startswith("-")}
-    return [c for c in controllers if c.name not in off and ("*" in items or c.name in on)]
+    return [c for c in controllers if c.name not in off and ("*" in items and c.enabled_by_default or c.name in on)]
 
 
 class ControllerManager:
