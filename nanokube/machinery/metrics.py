@@ -79,6 +79,10 @@ class Family:
                 series = self._series[key] = _Value(self.bounds)
         return series
 
+    def remove(self, *values: str) -> None:
+        """A series left out of the exposition from now on (a vector's Delete)."""
+        self._series.pop(tuple(map(str, values)), None)
+
     def reset(self) -> None:
         """component-base's Reset, which a DELETE of a HandlerWithReset's /metrics runs: a vector's
         series start from nothing and are not exposed until updated again (they are zeroed in place,

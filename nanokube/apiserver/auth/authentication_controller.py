@@ -3,8 +3,9 @@ changes (upstream's authentication config controller, config_reload.py): a new t
 and validates (its `anonymous` section unchanged) replaces the authenticators.
 
 Its metrics are upstream's: apiserver_authentication_config_controller_* (reloads by status, the
-last reload's time, the applied file's hash) and apiserver_authentication_jwks_fetch_* (each
-issuer's last key fetch and the key set's hash), labelled with the server's identity's hash."""
+last reload's time, the applied file's hash) and apiserver_authentication_jwt_authenticator_jwks_fetch_*
+(each issuer's last key fetch by result and its last key set's hash, the series of an issuer the file
+no longer names dropped), labelled with the server's identity's hash."""
 
 from __future__ import annotations
 
@@ -44,13 +45,35 @@ class AuthenticationMetrics:
             "[ALPHA] Information about the last applied authentication configuration with hash as label, split by "
             "apiserver identity.", ["apiserver_id_hash", "hash"], self.registry)
         self.fetch_time = Family(
-            "gauge", "apiserver_authentication_jwks_fetch_last_timestamp_seconds",
+            "gauge", "apiserver_authentication_jwt_authenticator_jwks_fetch_last_timestamp_seconds",
             "[ALPHA] Timestamp of the last successful or failed JWKS fetch split by result, api server identity and "
-            "jwt issuer for the JWT authenticator.", ["jwt_issuer_hash", "apiserver_id_hash", "status"], self.registry)
+            "jwt issuer for the JWT authenticator.", ["apiserver_id_hash", "jwt_issuer_hash", "result"], self.registry)
         self.key_set = Family(
-            "gauge", "apiserver_authentication_jwks_fetch_last_key_set_info",
+            "gauge", "apiserver_authentication_jwt_authenticator_jwks_fetch_last_key_set_info",
             "[ALPHA] Information about the last JWKS fetched by the JWT authenticator with hash as label, split by "
-            "api server identity and jwt issuer.", ["jwt_issuer_hash", "apiserver_id_hash", "hash"], self.registry)
+            "api server identity and jwt issuer.", ["apiserver_id_hash", "hash", "jwt_issuer_hash"], self.registry)
+        #: issuer hash -> the hash of the key set it last served (one series each); the issuers fetched from
+        self.key_sets: dict[str, str] = {}
+        self.fetching: set[str] = set()
+
+    def fetched(self, issuer: str, ok: bool, raw: bytes, now: float) -> None:
+        h = issuer_hash(issuer)
+        self.fetching.add(h)
+        self.fetch_time.labels(self.id, h, "success" if ok else "failure").set(now)
+        if ok:
+            self.key_set.remove(self.id, self.key_sets.get(h, ""), h)
+            self.key_sets[h] = "sha256:" + hashlib.sha256(raw).hexdigest()
+            self.key_set.labels(self.id, self.key_sets[h], h).set(1)
+
+    def forget(self, issuers: list[str]) -> None:
+        """Drop the fetch series of every issuer but `issuers` (a reload removed them)."""
+        kept = {issuer_hash(i) for i in issuers}
+        for h in set(self.key_sets) - kept:
+            self.key_set.remove(self.id, self.key_sets.pop(h), h)
+        for h in self.fetching - kept:
+            for result in ("success", "failure"):
+                self.fetch_time.remove(self.id, h, result)
+        self.fetching &= kept
 
     def applied(self, text: str) -> None:
         self.config_info.reset()
@@ -77,10 +100,7 @@ class AuthenticationController(ReloadedConfig):
         return JWTAuthenticators(config.jwt, self.clock, self._fetched)
 
     def _fetched(self, issuer: str, ok: bool, raw: bytes) -> None:
-        m, h = self.metrics, issuer_hash(issuer)
-        m.fetch_time.labels(h, m.id, "success" if ok else "failure").set(self.clock.now())
-        if ok:
-            m.key_set.labels(h, m.id, "sha256:" + hashlib.sha256(raw).hexdigest()).set(1)
+        self.metrics.fetched(issuer, ok, raw, self.clock.now())
 
     async def authenticate(self, token: str) -> User | None:
         """The user a configured issuer's token stands for; None when it names none or fails."""
@@ -107,5 +127,6 @@ class AuthenticationController(ReloadedConfig):
 
     def apply(self, config: Configuration) -> None:
         self.config, self.authenticators = config, self._authenticators(config)
+        self.metrics.forget([i.url for i in config.jwt])
         self._prefetch()
         self.metrics.applied(config.text)

@@ -6,8 +6,11 @@ user by claim or CEL expression, which the userValidationRules then judge.
 
 A token naming no configured issuer is not this authenticator's (None); one naming an issuer but
 failing any check is an error, which fails the request (401) as upstream's union does. Keys are
-fetched when first needed and again when a token names a key not held (at most every
-REFETCH_AFTER seconds), in a thread, so the event loop never waits on the issuer."""
+fetched as go-oidc's RemoteKeySet fetches them: once at the start, and again whenever no key held
+verifies a token (its kid unknown, or the key under that kid replaced), with no schedule and no
+limit but one fetch at a time, which every token waiting on it shares; the discovery document is read
+until it has answered once, its jwks_uri kept from then on. Each fetch runs in a thread, so the event
+loop never waits on the issuer."""
 
 from __future__ import annotations
 
@@ -34,8 +37,6 @@ log = logging.getLogger(__name__)
 
 #: go-oidc's allowed clock skew for `nbf`
 NOT_BEFORE_LEEWAY = 300.0
-#: the least time between two fetches of one issuer's keys
-REFETCH_AFTER = 10.0
 FETCH_TIMEOUT = 10.0
 _HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
 _CURVES = {"P-256": (ec.SECP256R1, 32), "P-384": (ec.SECP384R1, 48), "P-521": (ec.SECP521R1, 66)}
@@ -106,7 +107,7 @@ class JWTAuthenticator:
         self.clock = clock
         self.on_fetch = on_fetch
         self.keys: dict[str, Any] = {}  # kid -> public key ("" for keys without one)
-        self._fetched_at = -REFETCH_AFTER
+        self._jwks_uri = ""  # the discovery document's, once it answered
         self._fetching: asyncio.Future | None = None
         self._ssl = ssl.create_default_context(cadata=issuer.ca) if issuer.ca else ssl.create_default_context()
 
@@ -117,13 +118,16 @@ class JWTAuthenticator:
             return r.read()
 
     def _fetch_keys(self) -> tuple[dict[str, Any], bytes]:
-        """The discovery document, then its key set (blocking: run in a thread)."""
-        discovery = self.issuer.discovery_url or self.issuer.url.rstrip("/") + "/.well-known/openid-configuration"
-        doc = orjson.loads(self._get(discovery))
-        if doc.get("issuer") != self.issuer.url:
-            raise ValueError(f"oidc: issuer did not match the issuer returned by provider, expected "
-                             f"{self.issuer.url!r} got {doc.get('issuer')!r}")
-        raw = self._get(doc["jwks_uri"])
+        """The key set, after the discovery document where it has not answered yet (blocking: run in
+        a thread)."""
+        if not self._jwks_uri:
+            discovery = self.issuer.discovery_url or self.issuer.url.rstrip("/") + "/.well-known/openid-configuration"
+            doc = orjson.loads(self._get(discovery))
+            if doc.get("issuer") != self.issuer.url:
+                raise ValueError(f"oidc: issuer did not match the issuer returned by provider, expected "
+                                 f"{self.issuer.url!r} got {doc.get('issuer')!r}")
+            self._jwks_uri = str(doc["jwks_uri"])
+        raw = self._get(self._jwks_uri)
         keys = {}
         for jwk in orjson.loads(raw).get("keys") or []:
             if jwk.get("use", "sig") == "sig" and (key := public_key(jwk)) is not None:
@@ -131,11 +135,9 @@ class JWTAuthenticator:
         return keys, raw
 
     async def refresh(self) -> None:
-        """Fetch the keys once (callers waiting on a fetch in flight share it), at most every REFETCH_AFTER."""
+        """Fetch the keys (callers waiting on a fetch in flight share it); a failed fetch keeps the keys held."""
         if self._fetching is not None:
             await asyncio.shield(self._fetching)
-            return
-        if self.clock.monotonic() - self._fetched_at < REFETCH_AFTER:
             return
         self._fetching = asyncio.get_running_loop().create_future()
         try:
@@ -147,11 +149,15 @@ class JWTAuthenticator:
             if self.on_fetch is not None:
                 self.on_fetch(self.issuer.url, False, b"")
         finally:
-            self._fetched_at = self.clock.monotonic()
             self._fetching.set_result(None)
             self._fetching = None
 
     # --- tokens -------------------------------------------------------------
+
+    def _verifies(self, kid: str, alg: str, signed: bytes, signature: bytes) -> bool:
+        """Whether a key held verifies the signature: the one under the token's kid, any without one."""
+        candidates = [self.keys[kid]] if kid in self.keys else list(self.keys.values()) if not kid else []
+        return any(_verify(k, alg, signed, signature) for k in candidates)
 
     async def claims(self, token: str) -> dict:
         """The payload of a token this issuer signed, for its audiences, current: else TokenError."""
@@ -163,12 +169,11 @@ class JWTAuthenticator:
         if not isinstance(header, dict) or not isinstance(claims, dict):
             raise TokenError("oidc: malformed jwt")
         kid, alg = str(header.get("kid", "")), str(header.get("alg", ""))
-        if kid not in self.keys:
-            await self.refresh()
-        candidates = [self.keys[kid]] if kid in self.keys else list(self.keys.values()) if not kid else []
         signed = f"{head}.{payload}".encode()
-        if not any(_verify(k, alg, signed, signature) for k in candidates):
-            raise TokenError("oidc: verify token: failed to verify signature")
+        if not self._verifies(kid, alg, signed, signature):
+            await self.refresh()
+            if not self._verifies(kid, alg, signed, signature):
+                raise TokenError("oidc: verify token: failed to verify signature")
         aud = claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
         if not self.issuer.audiences & set(aud):

@@ -1,18 +1,20 @@
 """JWT issuers of --authentication-config, against a real issuer (tests/apiserver/auth/jwt_issuer.py):
 tokens it signs authenticate as the user their claims map to (by claim and prefix, or by CEL),
 which `kubectl auth whoami` and RBAC see; a token for another audience, expired, forged, or failing
-a claim or user validation rule is a 401; the keys are fetched again for a key not held; the file
+a claim or user validation rule is a 401; the keys are fetched again whenever none held verifies; the file
 is reloaded when it changes (a bad one kept out), and upstream's metrics say so."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import subprocess
 import time
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -138,19 +140,46 @@ async def test_tokens_failing_a_check_are_unauthorized(tmp_path):
         assert await _status(server, issuer.token(**GOOD)) == 201
 
 
-async def test_a_new_signing_key_is_fetched_when_a_token_names_it(tmp_path, monkeypatch):
-    from nanokube.apiserver.auth import oidc
+async def test_the_keys_are_fetched_again_whenever_none_held_verifies_a_token(tmp_path):
+    """go-oidc's RemoteKeySet: no schedule and no limit, a fetch each time no key held verifies a token
+    (a new kid, a kid whose key was replaced, a forged signature), none while one does; the metrics keep
+    the last fetch's time and key set, one series per issuer."""
+    from nanokube.apiserver.auth.oidc import issuer_hash
 
-    monkeypatch.setattr(oidc, "REFETCH_AFTER", 0.0)
     async with Issuer().served() as issuer, served_with(tmp_path, issuer.config()) as (server, _):
         assert (await _whoami(server, issuer.token()))["username"] == "oidc:alice"
         fetched = issuer.fetches
-        issuer.rotate()
-        assert (await _whoami(server, issuer.token(sub="bob")))["username"] == "oidc:bob"
+        assert (await _whoami(server, issuer.token(sub="carol")))["username"] == "oidc:carol"
+        assert issuer.fetches == fetched  # a key held verifies it
+        for sub in ("bob", "dan"):  # two rotations in a row: each new kid fetched at once
+            issuer.rotate()
+            assert (await _whoami(server, issuer.token(sub=sub)))["username"] == f"oidc:{sub}"
+            assert issuer.fetches == (fetched := fetched + 1)
+        kid, _ = issuer.keys[-1]
+        issuer.keys[-1] = (kid, rsa.generate_private_key(public_exponent=65537, key_size=2048))  # same kid, new key
+        assert (await _whoami(server, issuer.token(sub="erin")))["username"] == "oidc:erin"
+        assert issuer.fetches == (fetched := fetched + 1)
+        forged = issuer.token()
+        assert await _status(server, forged[:-8] + ("AAAAAAAA" if not forged.endswith("AAAAAAAA") else "BBBBBBBB")) == 401
         assert issuer.fetches == fetched + 1
         metrics = server.metrics_text().decode()
-        assert 'apiserver_authentication_jwks_fetch_last_timestamp_seconds{apiserver_id_hash="sha256:' in metrics
-        assert 'status="success"' in metrics and "apiserver_authentication_jwks_fetch_last_key_set_info{" in metrics
+        jwks = json.dumps(issuer._jwks())  # as the issuer serves it (aiohttp's json_response)
+        key_sets = re.findall(r'apiserver_authentication_jwt_authenticator_jwks_fetch_last_key_set_info\{(.*)\} 1', metrics)
+        assert key_sets == [f'apiserver_id_hash="{server.authentication.metrics.id}",'
+                            f'hash="sha256:{hashlib.sha256(jwks.encode()).hexdigest()}",'
+                            f'jwt_issuer_hash="{issuer_hash(issuer.url)}"'], key_sets
+        assert re.search(r'apiserver_authentication_jwt_authenticator_jwks_fetch_last_timestamp_seconds\{apiserver_id_hash='
+                         r'"sha256:\w+",jwt_issuer_hash="sha256:\w+",result="success"\} \d', metrics)
+        other = Issuer()
+        other.url = "https://127.0.0.1:9"  # nobody answers there: its fetches fail
+        (tmp_path / "authn.yaml").write_text(other.config())
+        for _ in range(100):  # once reloaded, the issuer the file no longer names has no series
+            if issuer_hash(issuer.url) not in server.metrics_text().decode():
+                break
+            await asyncio.sleep(0.1)
+        metrics = server.metrics_text().decode()
+        assert issuer_hash(issuer.url) not in metrics
+        assert "apiserver_authentication_jwt_authenticator_jwks_fetch_last_key_set_info{" not in metrics
 
 
 async def test_the_file_is_reloaded_when_it_changes_and_a_bad_one_is_kept_out(tmp_path):
