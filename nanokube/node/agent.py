@@ -350,7 +350,7 @@ class NodeAgent:
                                                 clock, spec.name, devices=self.devices) \
             if node_dir and plugin_registry else None
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
-                                     watched)
+                                     watched, node=lambda: self.node)
         self.volumes.host_paths = self.runtime.name == "process"
         memory = quantity_or_none(spec.allocatable.get("memory"))
         self.volumes.allocatable_memory = int(memory.value) if memory is not None else 0

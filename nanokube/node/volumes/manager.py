@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from ...client.record import CoreEventRecorder
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
+from .csi_drivers import CSIDriverLister
 from .host_path import host_path
 from .nfs import nfs
 from .persistent import persistent_volume_claim
@@ -49,9 +50,12 @@ class VolumeManager:
     """One node's pod volume directories."""
 
     def __init__(self, client, node_name: str, root: str, clock: Clock = REAL,
-                 recorder: CoreEventRecorder | None = None, watched: dict[str, WatchBasedManager] | None = None):
+                 recorder: CoreEventRecorder | None = None, watched: dict[str, WatchBasedManager] | None = None,
+                 node: Callable[[], dict] = dict):
         """`watched`: the ConfigMap and Secret managers ("configmaps", "secrets") the pods' volumes
-        read through, shared by the node agents of a process; this node's own when None."""
+        read through, shared by the node agents of a process; this node's own when None. `node`: the
+        Node as the agent's informer last saw it (the kubelet's node lister), whose
+        status.volumesAttached a volume that needs attaching waits for (none without an agent)."""
         self.client = client
         #: whether hostPath volumes are this host's paths (the process runtime's containers run on it),
         #: else paths in the simulated node's own root (simulated_host.py)
@@ -59,6 +63,9 @@ class VolumeManager:
         self._own_watched = watched is None
         self.watched = watched or {p: WatchBasedManager(client, p, clock) for p in ("configmaps", "secrets")}
         self.node_name = node_name
+        self.node = node
+        #: the CSIDriver objects, watched from the first CSI volume on (csi_drivers.py)
+        self.csi_drivers = CSIDriverLister(client, clock)
         #: the kubelet's recorder (its own when none is given): repeats are counted, spam filtered
         self.recorder = recorder or CoreEventRecorder(client, "kubelet", clock, host=node_name)
         self.root = root
@@ -162,10 +169,11 @@ class VolumeManager:
 
     async def close(self) -> None:
         """Unmount the tmpfs mounts left (pods still running as the node stops) and stop the
-        watches of a manager of this node's own."""
+        watches of its own (the CSIDrivers', and the ConfigMaps' and Secrets' unless shared)."""
         for uid in list(self._tmpfs):
             for target in self._tmpfs.pop(uid):
                 tmpfs.unmount(target)
+        await self.csi_drivers.close()
         if self._own_watched:
             for manager in self.watched.values():
                 await manager.close()

@@ -115,26 +115,18 @@ class NotAttached(MountError):
         self.volume = volume
 
 
-async def _csi_driver(mgr: VolumeManager, name: str) -> dict | None:
-    try:
-        return await mgr.client.resource("storage.k8s.io", "v1", "csidrivers").get(name)
-    except APIError as e:
-        if e.code != 404:
-            raise
-        return None
-
-
 async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict) -> None:
     """VerifyControllerAttachedVolume: a volume whose driver needs attaching is reported in use
     (status.volumesInUse, at the node's next status post) and mounted only once the Node lists it
     among status.volumesAttached, where the attach/detach controller puts it after the attacher
-    attached it; until then NotAttached, in the words the kubelet times out with."""
+    attached it; until then NotAttached, in the words the kubelet times out with. The driver and
+    the Node are the listers' copies: a try costs no request."""
     driver = csi.get("driver", "")
-    if not attach_required(await _csi_driver(mgr, driver)):
+    if not attach_required(await mgr.csi_drivers.get(driver)):
         return
     name = unique_name(driver, csi.get("volumeHandle", ""))
     mgr.in_use.setdefault(pod["metadata"]["uid"], set()).add(name)
-    status = (await mgr.client.resource("", "v1", "nodes").get(mgr.node_name)).get("status") or {}
+    status = mgr.node().get("status") or {}
     if name not in (status.get("volumesInUse") or ()) or \
             not any(v.get("name") == name for v in status.get("volumesAttached") or ()):
         raise NotAttached(volume)
@@ -150,7 +142,7 @@ async def _supports_fs_group(mgr: VolumeManager, pv: dict) -> bool:
         return True
     if "csi" not in spec:
         return False
-    driver = await _csi_driver(mgr, spec["csi"].get("driver", "")) or {}
+    driver = await mgr.csi_drivers.get(spec["csi"].get("driver", "")) or {}
     policy = (driver.get("spec") or {}).get("fsGroupPolicy") or "ReadWriteOnceWithFSType"
     if policy == "File":
         return True

@@ -42,6 +42,27 @@ def referenced(pod: dict, plural: str) -> set[str]:
     return out
 
 
+async def synced_within(informer: Informer, clock: Clock, seconds: float = SYNC_WAIT) -> bool:
+    """Whether the informer has listed, waiting up to `seconds` for its first list."""
+    if not informer.synced.is_set():
+        waiting = asyncio.ensure_future(informer.synced.wait())
+        timer = asyncio.ensure_future(clock.sleep(seconds))
+        await asyncio.wait((waiting, timer), return_when=asyncio.FIRST_COMPLETED)
+        for t in (waiting, timer):
+            t.cancel()
+    return informer.synced.is_set()
+
+
+async def read(rc, name: str, namespace: str | None = None) -> dict | None:
+    """The object from the server (None: it does not exist)."""
+    try:
+        return await rc.get(name, namespace)
+    except APIError as e:
+        if e.code != 404:
+            raise
+        return None
+
+
 @dataclass
 class _Watched:
     informer: Informer
@@ -108,20 +129,9 @@ class WatchBasedManager:
         """The object as its watch last saw it (None: it does not exist). One no registered pod
         names, or whose watch has not listed within SYNC_WAIT, is read from the server."""
         w = self._objects.get((namespace, name))
-        if w is not None and not w.informer.synced.is_set():
-            waiting = asyncio.ensure_future(w.informer.synced.wait())
-            timer = asyncio.ensure_future(self.clock.sleep(SYNC_WAIT))
-            await asyncio.wait((waiting, timer), return_when=asyncio.FIRST_COMPLETED)
-            for t in (waiting, timer):
-                t.cancel()
-        if w is not None and w.informer.synced.is_set():
+        if w is not None and await synced_within(w.informer, self.clock):
             return w.informer.get(f"{namespace}/{name}")
-        try:
-            return await self.rc.get(name, namespace)
-        except APIError as e:
-            if e.code != 404:
-                raise
-            return None
+        return await read(self.rc, name, namespace)
 
     async def close(self) -> None:
         tasks = [w.task for w in self._objects.values()]
