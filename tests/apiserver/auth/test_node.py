@@ -64,6 +64,12 @@ def test_node_identity_needs_the_group():
     ("GET", "/api/v1/namespaces/default/secrets/web-tls", {}, True),
     ("GET", "/api/v1/namespaces/default/secrets/db-pass", {}, False),
     ("GET", "/api/v1/namespaces/default/secrets", {}, False),
+    # a list or watch of one object by its name is a read of it (the kubelet's watch of a volume's object)
+    ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=web-tls"}, True),
+    ("GET", "/api/v1/namespaces/default/configmaps", {"fieldSelector": "metadata.name=web-conf", "watch": "true"}, True),
+    ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=db-pass"}, False),
+    ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=web-tls,type=x"}, False),
+    ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name!=db-pass"}, False),
     ("GET", "/api/v1/namespaces/default/configmaps/web-conf", {}, True),
     ("POST", "/api/v1/namespaces/default/serviceaccounts/builder/token", {}, True),
     ("POST", "/api/v1/namespaces/default/serviceaccounts/default/token", {}, False),
