@@ -450,11 +450,13 @@ class GenericREST:
         self._unfiltered: tuple = (None, None, None, None)
         #: the writes of each object that lost a race, taking turns (turns.py)
         self.turns = Turns(clock)
-        #: keys whose stored values do not decrypt (encryption.store's), read and listed as corrupt objects;
-        #: and those read with a provider that no longer writes (stale), which an unchanged update writes again
-        #: (how `kubectl replace` and storage version migration move them to the new key)
+        #: keys whose stored values do not decrypt (encryption.store's), read and listed as corrupt objects
         self.unreadable: dict[str, str] = {}
-        self.stale: set[str] = set()
+        #: `await stale(key)`: whether the key's stored value was written by a provider that no longer writes
+        #: (encryption.store's), which an unchanged update writes again, as upstream's GuaranteedUpdate reads
+        #: the store before it skips a write (how `kubectl replace` and storage version migration move values
+        #: to a new key); None: none is
+        self.stale = None
         #: the watches' conversions under way (`_watch_conversion`), by strategy, version and the objects'
         #: ids (alive while their entry is here): (the objects, the task converting them)
         self._converting: dict[tuple, tuple[list, asyncio.Future]] = {}
@@ -1521,7 +1523,7 @@ class GenericREST:
             warned = self._warned(admission, res.strategy.warnings_on_update(*checked))
         await self._validating_admission(admission, new)
         nm["resourceVersion"] = om.get("resourceVersion")
-        if new == old and not (self.stale and res.key(nm.get("namespace"), nm["name"]) in self.stale):
+        if new == old and not (self.stale is not None and await self.stale(res.key(nm.get("namespace"), nm["name"]))):
             if _converts(res.strategy):
                 await res.strategy.prepare_conversion([old], version)
             return self._result(res, old, version, 200, warned)

@@ -31,9 +31,6 @@ class EncryptedStore(Store):
         self.resources = resources
         #: key -> why its stored value does not read (see the module's doc)
         self.unreadable: dict[str, str] = {}
-        #: the keys whose values were read with a provider that does not write now: an unchanged
-        #: update writes them again (upstream's GuaranteedUpdate writes a stale value whatever changed)
-        self.stale: set[str] = set()
         #: key -> (the ciphertext this server just wrote, its plaintext): its own write's event
         #: hands the plaintext on without decrypting it again
         self._written: dict[str, tuple[bytes, bytes]] = {}
@@ -51,12 +48,8 @@ class EncryptedStore(Store):
         t = self._transformer(kv.key)
         if t is None:
             return kv
-        plain, stale = t.from_storage(kv.value, kv.key.encode())
+        plain, _ = t.from_storage(kv.value, kv.key.encode())
         self.unreadable.pop(kv.key, None)
-        if stale:
-            self.stale.add(kv.key)
-        else:
-            self.stale.discard(kv.key)
         return kv if plain is kv.value else KV(kv.key, plain, kv.create_revision, kv.mod_revision)
 
     def _write(self, key: str, value: bytes) -> bytes:
@@ -86,6 +79,18 @@ class EncryptedStore(Store):
         if key not in self.unreadable:
             log.error("unable to transform key %r: %s", key, e)
         self.unreadable[key] = str(e)
+
+    async def stale(self, key: str) -> bool:
+        """Whether the key's stored value is read by a provider other than the one that writes now
+        (a key rotated, or a KMS key ID moved on), read afresh: the configuration may have changed
+        since the watch cache read it."""
+        t = self._transformer(key)
+        if t is None or t is IDENTITY or (kv := await self.inner.get(key)) is None:
+            return False
+        try:
+            return t.from_storage(kv.value, key.encode())[1]
+        except TransformError:
+            return False
 
     async def start(self) -> None:
         await self.inner.start()
@@ -157,7 +162,6 @@ class EncryptedStore(Store):
             return ev
         mine = self._written.pop(key, None)
         if ev.type == PUT and mine is not None and mine[0] is ev.kv.value:
-            self.stale.discard(key)
             return Event(PUT, KV(key, mine[1], ev.kv.create_revision, ev.kv.mod_revision), None)
         try:
             kv = self._read(ev.kv)
@@ -166,7 +170,6 @@ class EncryptedStore(Store):
             return Event(DELETE if ev.type == DELETE else PUT, KV("/unreadable" + key, b"", 0, ev.kv.mod_revision), None)
         if ev.type == DELETE:
             self.unreadable.pop(key, None)
-            self.stale.discard(key)
         return Event(ev.type, kv, None)
 
     async def _events(self, from_revision: int) -> AsyncIterator[Event]:
