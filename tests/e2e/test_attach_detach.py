@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import wait_for
+import pytest
+
+from tests.e2e.conftest import running_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The module's cluster, its kubelets posting status every 0.5 s (not 10 s): a volume is reported
+    in status.volumesInUse, which its mount waits for, and dropped from it, which its detach waits
+    for, at the kubelet's next status post."""
+    with running_cluster("attach", env={"NANOKUBE_NODE_RENEW_INTERVAL": "0.5"}) as c:
+        yield c
+
 
 DRIVER = "local.csi.nanokube.io"
 MANIFESTS = f"""
