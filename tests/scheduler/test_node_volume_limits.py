@@ -20,11 +20,13 @@ def csinode(name: str, count: int) -> dict:
         {"name": DRIVER, "nodeID": f"i-{name}", "allocatable": {"count": count}}]}}
 
 
-async def disk(client, name: str) -> None:
-    """A volume of the driver `pv-<name>` and its claim `name`, bound (by hand: no binder runs)."""
+async def disk(client, name: str, source: dict | None = None) -> None:
+    """A volume `pv-<name>` (of the driver, else of `source`) and its claim `name`, bound (by hand:
+    no binder runs)."""
     await client.resource("", "v1", "persistentvolumes").create({"metadata": {"name": f"pv-{name}"}, "spec": {
         "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-        "claimRef": {"namespace": "default", "name": name}, "csi": {"driver": DRIVER, "volumeHandle": f"vol-{name}"}}})
+        "claimRef": {"namespace": "default", "name": name},
+        **(source or {"csi": {"driver": DRIVER, "volumeHandle": f"vol-{name}"}})}})
     pvcs = client.resource("", "v1", "persistentvolumeclaims")
     pvc = await pvcs.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
         "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"pv-{name}",
@@ -85,3 +87,23 @@ async def test_a_volume_attachment_holds_its_place_until_deleted(env):
     still_waiting(sched, info)
     await attachments.delete("old-n2")
     assert await eventually(bound(pods, "p")) == "n2"
+
+
+async def test_a_migrated_in_tree_volume_counts_for_its_csi_driver(env):
+    """An awsElasticBlockStore volume is the EBS CSI driver's, under its bare volume ID: a new one
+    finds both nodes full; one naming the volume a pod already holds (`aws://<zone>/vol-c1`) adds
+    nothing on that pod's node."""
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("a", "c1"))
+    first = await eventually(bound(pods, "a"))
+    await pods.create(claim_pod("b", "c2"))
+    await eventually(bound(pods, "b"))
+    await disk(client, "tree", {"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-tree"}})
+    await disk(client, "same", {"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-c1"}})
+    await pods.create(claim_pod("t", "tree"))
+    assert await eventually(unschedulable(pods, "t")) == \
+        "0/2 nodes are available: 2 node(s) exceed max volume count. preemption: 0/2 nodes are available: " \
+        "2 No preemption victims found for incoming pod."
+    await pods.create(claim_pod("s", "same"))
+    assert await eventually(bound(pods, "s")) == first

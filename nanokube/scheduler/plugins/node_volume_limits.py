@@ -3,9 +3,11 @@ as its CSINode entry's allocatable.count says; a pod whose claims would take a d
 does not fit (`node(s) exceed max volume count`). Volumes are counted once per node by driver and
 handle: those of the pods on the node, those VolumeAttachments still hold there after their pods
 went, and the pod's own new ones; a claim not bound yet counts as a new volume of its class's
-provisioner. A node without a CSINode, or whose drivers give no count, has no limit. A pod that
-mounts no claim is skipped before its PreFilter (`claims_only`): the framework's one test of its
-volumes, shared with VolumeRestrictions and VolumeBinding, is all such a pod meets.
+provisioner. A migrated in-tree volume (an awsElasticBlockStore PersistentVolume, a class of
+`kubernetes.io/aws-ebs`) counts for its CSI driver (volume/migration.py). A node without a
+CSINode, or whose drivers give no count, has no limit. A pod that mounts no claim is skipped
+before its PreFilter (`claims_only`): the framework's one test of its volumes, shared with
+VolumeRestrictions and VolumeBinding, is all such a pod meets.
 
 The queueing hints, as upstream's: a CSINode added, or one whose driver's count grew; a pod with a
 claim volume that was on a node deleted; a claim the pod mounts created; a VolumeAttachment
@@ -18,6 +20,7 @@ from collections import Counter
 
 from ..framework import ASSIGNED_POD, SKIP, Action, ClusterEvent, Hint, Registration, Status, Code, unschedulable
 from ...volume.attachment import uses_claims
+from ...volume.migration import csi_volume, provisioner_driver
 from .volume_binding import PVC, pod_claims, uses_claim
 
 MAX_VOLUME_COUNT = "node(s) exceed max volume count"
@@ -86,8 +89,8 @@ class NodeVolumeLimits:
         for va in self.attachments.by_index(_NODE, node.name):
             spec = va.get("spec") or {}
             pv = self.volumes.get((spec.get("source") or {}).get("persistentVolumeName") or "")
-            csi = ((pv or {}).get("spec") or {}).get("csi")
-            if csi and spec.get("attacher") and f"{spec['attacher']}/{csi.get('volumeHandle', '')}" not in held:
+            driver, handle = csi_volume(pv) if pv is not None else ("", "")
+            if driver and spec.get("attacher") and f"{spec['attacher']}/{handle}" not in held:
                 counts[spec["attacher"]] += 1
         wanted = Counter(driver for unique, driver in new.items() if unique not in held)
         if any(driver in limits and counts[driver] + n > limits[driver] for driver, n in wanted.items()):
@@ -111,19 +114,20 @@ class NodeVolumeLimits:
         return None
 
     def _driver(self, pvc: dict) -> tuple[str, str]:
-        """getCSIDriverInfo: a bound claim's volume's driver and handle (none for a volume not of a
-        CSI driver); an unbound one, or one whose volume is not there, its class's provisioner with
-        a stand-in handle."""
+        """getCSIDriverInfo: a bound claim's volume's driver and handle (a migrated in-tree volume's
+        translated; none for another volume not of a CSI driver); an unbound one, or one whose
+        volume is not there, its class's provisioner's driver with a stand-in handle. Migration
+        needs the node's CSINode, which a node whose count binds has."""
         spec = pvc.get("spec") or {}
         pv = self.volumes.get(spec.get("volumeName") or "")
         if pv is not None:
-            csi = (pv.get("spec") or {}).get("csi") or {}
-            return csi.get("driver", ""), csi.get("volumeHandle", "")
+            return csi_volume(pv)
         sc = self.classes.get(spec.get("storageClassName") or "") if spec.get("storageClassName") else None
-        if sc is None:
+        driver = provisioner_driver(sc.get("provisioner", "")) if sc is not None else ""
+        if not driver:
             return "", ""
         md = pvc["metadata"]
-        return sc.get("provisioner", ""), f"{self.prefix}-{md.get('namespace', '')}/{md['name']}"
+        return driver, f"{self.prefix}-{md.get('namespace', '')}/{md['name']}"
 
     def events_to_register(self) -> list[Registration]:
         def csinode_hint(pod: dict, old, new) -> Hint:
