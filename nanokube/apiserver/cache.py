@@ -3,8 +3,11 @@
 Like kube-apiserver's cacher, it lists the store once, then follows the store's
 change stream. Reads (get, list) are served from it, and every client watch is
 a filter over its event stream, so a thousand watchers cost one store watch.
-A bounded window of recent events lets watchers resume from a recent
-resourceVersion; anything older is 410 Gone.
+Each resource keeps its own history of recent events, sized as upstream's
+watchCache sizes it, from which a watch resumes at a recent resourceVersion;
+one older than that resource's history is 410 Gone, whatever other resources
+wrote meanwhile. Lists at an earlier revision (continue tokens, Exact) read a
+window of every resource's recent events, as upstream hands them to etcd.
 
 Cached objects are decoded once, carry their resourceVersion, and are treated
 as immutable by every reader.
@@ -226,6 +229,8 @@ class CacheEvent:
     entry: Entry
     prev: Entry | None
     rev: int
+    #: when the cache took it (the clock's monotonic seconds): its resource's history is sized by it
+    at: float = 0.0
 
 
 class EventQueue(asyncio.Queue):
@@ -283,9 +288,11 @@ WATCH_BUFFER_OTHER = 100
 EVENT_FRESH = 75.0
 #: the capacity of a resource's watch cache (upstream's watchCacheHistory, in events): it starts at
 #: CAPACITY_MIN; an event that finds it full doubles it (up to CAPACITY_MAX) when the oldest event it
-#: holds came less than EVENT_FRESH seconds before, and halves it (down to CAPACITY_MIN) when the
-#: oldest of its newest quarter came more than EVENT_FRESH seconds before, so it follows the events of
-#: the last 75 s by powers of two, and only as events come (`WatchCache._history`)
+#: holds came less than EVENT_FRESH seconds before, and halves it (down to CAPACITY_MIN, keeping the
+#: newest) when the oldest of its newest quarter came more than EVENT_FRESH seconds before, so it
+#: follows the events of the last 75 s by powers of two, and only as events come; one that finds it
+#: full still drops the oldest. A watch resumes from what it holds (`WatchCache._history`,
+#: `events_since`)
 CAPACITY_MIN = 100
 CAPACITY_MAX = 100 * 1024
 #: upstream's dispatchTimeoutBudget (a timeBudget per resource): the seconds its dispatch may wait,
@@ -415,18 +422,26 @@ def decode(value: bytes, rev: int, unstructured: bool = False) -> dict:
 
 class WatchCache:
     def __init__(self, store: Store, window: int = 50_000, clock: Clock = REAL):
-        """`clock` times the read-your-writes waits (`wait_for`): virtual seconds in simulation."""
+        """`clock` times the read-your-writes waits (`wait_for`) and each resource's history: virtual
+        seconds in simulation. `window`: how many events of all resources together a list at an
+        earlier revision reaches back (a continue token's, resourceVersionMatch=Exact), as far as
+        etcd's history reaches for upstream's cacher, which hands such lists to it."""
         self.store = store
         self.clock = clock
         self.window = window
+        #: the bounds of each resource's history (CAPACITY_MIN, CAPACITY_MAX): upstream's watchCacheHistory's
+        self.capacity_min = CAPACITY_MIN
+        self.capacity_max = CAPACITY_MAX
         self.rev = 0
+        #: the revision of the last list of the store (at start, or a relist): upstream's listResourceVersion
+        self._listed = 0
         self._by_prefix: dict[str, dict[str, Entry]] = {}
         #: each resource prefix's keys in order, so a page or a namespace is found by bisection; kept in
         #: blocks (SortedList), as one list's insort or del moved every later key (~50 us at 100,000 Events)
         self._keys: dict[str, SortedList] = {}
         self._events: deque[CacheEvent] = deque()
         self._event_revs: deque[int] = deque()
-        self._oldest = 0  # watchers may resume from any rev >= this
+        self._oldest = 0  # lists at an earlier revision may read any rev >= this
         #: each bucket's watchers in the order they started (a dict, not a set: a set of objects iterates in
         #: address order, which differs run to run, and the order watchers are handed an event decides
         #: which of their tasks runs first; `nanokube simulate` must repeat)
@@ -483,9 +498,11 @@ class WatchCache:
         #: per resource prefix, what kube-apiserver's cacher metrics count (collected by metrics.py's
         #: WatchCacheCollector): a dict increment on the paths they count, nothing else
         self.stats = CacheStats()
-        #: per resource prefix, when the cache took its latest events, as many as its capacity
-        #: (`maxlen`, see CAPACITY_MIN): the times upstream's watch cache keeps with its events
-        self._history: dict[str, deque[float]] = {}
+        #: per resource prefix, its latest events, as many as its capacity (`maxlen`, see CAPACITY_MIN):
+        #: upstream's watchCacheHistory, whose every event is also in `_events` while that reaches it
+        self._history: dict[str, deque[CacheEvent]] = {}
+        #: the resource prefixes whose history dropped an event since the last list (removedEventSinceRelist)
+        self._trimmed: set[str] = set()
         #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the last wait
         #: an event's blocked watches share (see Blocked)
         self._born = clock.monotonic()
@@ -505,7 +522,7 @@ class WatchCache:
         self._keys = {rp: SortedList(objs) for rp, objs in self._by_prefix.items()}
         self._changed(self._by_prefix)
         self.stats.initialized(self._by_prefix)
-        self.rev = self._oldest = rev
+        self.rev = self._oldest = self._listed = rev
         self._task = asyncio.create_task(self._follow(rev))
         self.ready.set()
 
@@ -591,9 +608,10 @@ class WatchCache:
         self.stats.initialized(fresh)
         self._events.clear()
         self._event_revs.clear()
-        for times in self._history.values():  # as upstream's Replace empties its history, keeping its capacity
-            times.clear()
-        self.rev = self._oldest = rev
+        for history in self._history.values():  # as upstream's Replace empties its history, keeping its capacity
+            history.clear()
+        self._trimmed.clear()
+        self.rev = self._oldest = self._listed = rev
         for ws in self._watchers.values():
             for w in ws:
                 w.overflowed = True
@@ -611,14 +629,7 @@ class WatchCache:
         self._changes[prefix] = self._change_seq
         received = self.stats.received
         received[prefix] = received.get(prefix, 0) + 1
-        times = self._history.get(prefix)
-        if times is None:
-            times = self._history[prefix] = deque(maxlen=CAPACITY_MIN)
         now = self.clock.monotonic()
-        if len(times) == times.maxlen and (now - times[0] < EVENT_FRESH and times.maxlen < CAPACITY_MAX
-                                           or now - times[-(times.maxlen >> 2)] > EVENT_FRESH and times.maxlen > CAPACITY_MIN):
-            times = self._resize(prefix, times, now)
-        times.append(now)
         objs = self._by_prefix.setdefault(prefix, {})
         prev = objs.get(key)
         rev = ev.revision
@@ -630,7 +641,7 @@ class WatchCache:
             gone = prev.obj if prev else decode(ev.kv.value, ev.kv.mod_revision, self.unstructured(prefix))
             obj = {**gone, "metadata": {**gone.get("metadata", {}), "resourceVersion": str(rev)}}
             # the last stored bytes, which decode to `obj` at the deletion's revision (keep_encoded)
-            cev = CacheEvent(DELETED, key, Entry(obj, rev, None, ev.kv.value), prev, rev)
+            cev = CacheEvent(DELETED, key, Entry(obj, rev, None, ev.kv.value), prev, rev, now)
         else:
             handed = self._written.pop(key, None)
             if handed is not None and handed[0] is ev.kv.value:  # this very write: its object, not a decode
@@ -649,7 +660,18 @@ class WatchCache:
                 if keys is None:
                     keys = self._keys[prefix] = SortedList()
                 keys.add(key)
-            cev = CacheEvent(MODIFIED if prev is not None else ADDED, key, entry, prev, rev)
+            cev = CacheEvent(MODIFIED if prev is not None else ADDED, key, entry, prev, rev, now)
+        history = self._history.get(prefix)
+        if history is None:
+            history = self._history[prefix] = deque(maxlen=self.capacity_min)
+        if len(history) == history.maxlen:
+            capacity = history.maxlen
+            if (now - history[0].at < EVENT_FRESH and capacity < self.capacity_max
+                    or now - history[-(capacity >> 2)].at > EVENT_FRESH and capacity > self.capacity_min):
+                history = self._resize(prefix, history, now)
+            if len(history) == history.maxlen:  # still full: appending drops its oldest
+                self._trimmed.add(prefix)
+        history.append(cev)
         self.rev = rev
         self._events.append(cev)
         self._event_revs.append(rev)
@@ -659,7 +681,7 @@ class WatchCache:
                 past.prev.keep_encoded()
             if past.type == DELETED:
                 past.entry.keep_encoded()
-        if len(self._events) > self.window:
+        while len(self._events) > self.window:  # (a window made smaller drops the excess)
             self._events.popleft()
             self._oldest = self._event_revs.popleft()
         recent = self._recent
@@ -761,19 +783,22 @@ class WatchCache:
         b.watchers.clear()
         self._start(rp, b.next)
 
-    def _resize(self, prefix: str, times: deque[float], now: float) -> deque[float]:
+    def _resize(self, prefix: str, history: deque[CacheEvent], now: float) -> deque[CacheEvent]:
         """The history of `prefix`'s events, full, doubled or halved as CAPACITY_MIN says (halved, it
         keeps the newest, as upstream's doCacheResizeLocked)."""
-        was = times.maxlen
-        capacity = min(2 * was, CAPACITY_MAX) if now - times[0] < EVENT_FRESH else max(was // 2, CAPACITY_MIN)
-        times = self._history[prefix] = deque(times, maxlen=capacity)
+        was = history.maxlen
+        if now - history[0].at < EVENT_FRESH:
+            capacity = min(2 * was, self.capacity_max)
+        else:
+            capacity = max(was // 2, self.capacity_min)
+        history = self._history[prefix] = deque(history, maxlen=capacity)
         self.stats.resized(prefix, was, capacity)
-        return times
+        return history
 
     def capacity(self, prefix: str) -> int:
         """The capacity of the watch cache of `prefix`'s resource (see CAPACITY_MIN)."""
-        times = self._history.get(_bucket(prefix))
-        return CAPACITY_MIN if times is None else times.maxlen
+        history = self._history.get(_bucket(prefix))
+        return self.capacity_min if history is None else history.maxlen
 
     def buffer_size(self, prefix: str, indexed: bool = False, triggered: bool = False) -> int:
         """`Watcher.size` for a watch of `prefix` (see WATCH_BUFFER_MIN): `indexed`, its resource has a
@@ -1157,12 +1182,24 @@ class WatchCache:
     # --- watch ---------------------------------------------------------
 
     def events_since(self, rev: int, prefix: str) -> list[CacheEvent]:
-        if rev < self._oldest:
-            raise Compacted(rev, self._oldest)
-        i = bisect.bisect_right(self._event_revs, rev)
-        # taken from the end: a watch resumes from a recent revision, and the window holds up to 50,000 events
-        tail = list(itertools.islice(reversed(self._events), len(self._events) - i))
-        return [e for e in reversed(tail) if e.key.startswith(prefix)]
+        """The events under `prefix` after `rev`, from its resource's history, as upstream's
+        getAllEventsSinceLocked finds them: Compacted (410 "too old resource version: rev (R)")
+        where `rev` is older than R, one before the oldest event the history can deliver: the first
+        after the last list, or, once the history dropped one since, its oldest event. Other
+        resources' writes never age it; a revision past the resource's newest event is served
+        from the state at the cache's revision (no events)."""
+        rp = _bucket(prefix)
+        history = self._history.get(rp, ())
+        oldest = history[0].rev if rp in self._trimmed else self._listed + 1
+        if rev < oldest - 1:
+            raise Compacted(rev, oldest - 1)
+        tail = []  # taken from the end: a watch resumes from a recent revision
+        for e in reversed(history):
+            if e.rev <= rev:
+                break
+            tail.append(e)
+        tail.reverse()
+        return tail if rp == prefix else [e for e in tail if e.key.startswith(prefix)]
 
     def add_watcher(self, w: Watcher) -> None:
         self._watchers.setdefault(_bucket(w.prefix), {})[w] = None
@@ -1186,6 +1223,7 @@ class WatchCache:
 
     @property
     def oldest_revision(self) -> int:
+        """The oldest revision a list at an earlier one may read (`window`)."""
         return self._oldest
 
 

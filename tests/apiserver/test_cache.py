@@ -220,21 +220,32 @@ async def test_a_deleted_version_past_the_decoded_history_keeps_its_last_stored_
         await cache.stop()
 
 
-async def test_events_since_and_window(env):
+async def test_events_since_reads_the_resource_s_own_history(env):
+    """A watch resumes from its resource's history (3 events here), which other resources' writes
+    do not age, though they move the window of lists at a revision (3 events of all resources)."""
     store, cache = env
+    cache.capacity_min = cache.capacity_max = 3
     kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
     kv2 = await store.update(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"x":"1"}}', kv.mod_revision)
     await store.delete(PREFIX + "ns/a", kv2.mod_revision)
+    for i in range(5):
+        await store.create(f"/registry/secrets/ns/s{i}", b"{}")
     await cache.sync()
     evs = cache.events_since(kv.mod_revision, PREFIX)
     assert [e.type for e in evs] == [MODIFIED, DELETED]
     assert evs[1].entry.obj["data"] == {"x": "1"}
     assert evs[1].entry.obj["metadata"]["resourceVersion"] == str(evs[1].rev)
-    await store.create(PREFIX + "ns/b", b"{}")
+    assert [e.type for e in cache.events_since(1, PREFIX)] == [ADDED, MODIFIED, DELETED]  # from the start's list on
+    with pytest.raises(Compacted) as c:
+        cache.events_since(0, PREFIX)
+    assert c.value.compacted == 1
+    assert cache.oldest_revision > kv.mod_revision + 3  # the lists' window moved on
+    await store.create(PREFIX + "ns/b", b"{}")  # a fourth event drops the first
     await cache.sync()
-    assert cache.oldest_revision == kv.mod_revision
-    with pytest.raises(Compacted):
+    assert [e.type for e in cache.events_since(kv.mod_revision, PREFIX)] == [MODIFIED, DELETED, ADDED]
+    with pytest.raises(Compacted) as c:
         cache.events_since(kv.mod_revision - 1, PREFIX)
+    assert c.value.compacted == kv.mod_revision  # one before the oldest event kept
 
 
 async def test_watchers_receive_accepted_events_for_their_prefix(env):

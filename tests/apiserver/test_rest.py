@@ -174,15 +174,17 @@ async def test_the_initial_events_end_bookmark_names_the_state_sent_not_later_wr
 
 
 async def test_watch_from_too_old_resource_version_is_gone():
-    s = await make_stack(window=2)
+    s = await make_stack()
+    s.cache.capacity_min = s.cache.capacity_max = 2  # each resource's history: its 2 newest events
     try:
         cms = s.client.resource("", "v1", "configmaps")
         first = await cms.create(cm("first"))
         for i in range(4):
-            await cms.create(cm(f"cm{i}"))
+            last = await cms.create(cm(f"cm{i}"))
         with pytest.raises(APIError) as e:
             await cms.watch(NS, first["metadata"]["resourceVersion"])
         assert e.value.code == 410
+        assert str(e.value) == f"too old resource version: {first['metadata']['resourceVersion']} ({int(last['metadata']['resourceVersion']) - 2})"
         _, rv = await cms.list(NS)
         stream = await cms.watch(NS, rv)
         await stream.aclose()

@@ -24,13 +24,16 @@ from tests.controllers import tries
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path, window: int = 50_000):
+async def served(tmp_path, window: int = 50_000, history: int | None = None):
     """A server on a virtual clock whose watches without a timeoutSeconds would end after an hour or
-    two, resuming from at most `window` events back, and a client."""
+    two, whose lists at a revision reach at most `window` events back, and whose watches resume from
+    at most `history` events of their resource back (where given), and a client."""
     pki = ensure_pki(str(tmp_path))
     clock = VirtualClock()
     server = APIServer(MemoryStore(), pki, port=0, clock=clock, min_request_timeout=3600)
     server.cache.window = window
+    if history is not None:
+        server.cache.capacity_min = server.cache.capacity_max = history
     await server.start()
     kubeconfig = str(tmp_path / "kubeconfig")
     write_kubeconfig(kubeconfig, server.url, pki)
@@ -122,7 +125,7 @@ async def test_a_watch_the_server_ends_is_reopened_from_the_last_resource_versio
 
 
 async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_syncs_again(tmp_path):
-    async with served(tmp_path, window=2) as (client, clock):
+    async with served(tmp_path, history=2) as (client, clock):
         r = Recorded(client, clock)
         r.gate = asyncio.Event()
         async with r.running():
@@ -131,7 +134,7 @@ async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_syncs_
             for _ in range(451):
                 await clock.advance(1)
             await r.until("a second watch", lambda: r.watches() == 2)
-            # while the informer is between watches: a delete and more writes than the window holds
+            # while the informer is between watches: a delete and more writes than the history holds
             await r.cms.delete("gone", "default")
             for i in range(4):
                 await r.cms.create(cm(f"b{i}"))
@@ -150,8 +153,8 @@ async def test_after_a_410_the_stream_asks_for_the_last_version_seen_and_no_chan
     """The reflector's rewatchResourceVersion: the first streaming list asks for "" (a consistent
     read), the one after the watch expired for the last resourceVersion the informer saw (at least
     that fresh). Between the watches an object is updated twice, one deleted, one created, past
-    the window (the watch cache's; etcd's compaction upstream): each handler hears each object once."""
-    async with served(tmp_path, window=2) as (client, clock):
+    the resource's history in the watch cache: each handler hears each object once."""
+    async with served(tmp_path, history=2) as (client, clock):
         r = Recorded(client, clock)
         r.gate = asyncio.Event()
         async with r.running():
