@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -27,6 +27,7 @@ from ..machinery.errors import APIError, response_error
 from . import kubeconfig
 from .kubeconfig import Credentials
 from .metrics import LATENCY, REQUESTS
+from .transport import Pool
 
 JSON = "application/json"
 #: the auto header a session leaves out: the components ask for no gzip (rest.Config's DisableCompression,
@@ -123,7 +124,11 @@ class HTTPClient:
         if creds.token:
             self.headers["Authorization"] = f"Bearer {creds.token}"
         self._index = RemoteIndex()
+        #: watches' connections (aiohttp); the unary requests' are `unary`'s
         self.session: aiohttp.ClientSession | None = None
+        self.unary = Pool(creds.server, creds.ssl)
+        #: the header lines of each unary request (`_static_head`)
+        self._head = self._static_head()
         #: the client that owns discovery (this one, unless `named` or `with_token` made it)
         self._root = self
         #: the client that owns the connections (this one, unless `named` made it)
@@ -156,6 +161,7 @@ class HTTPClient:
         child = copy.copy(self)
         child.user_agent = f"{self.user_agent}/{name}"
         child._agent = {"User-Agent": child.user_agent}
+        child._head = child._static_head()
         return child
 
     def with_token(self, name: str, tokens: Callable[[], Awaitable[str]]) -> HTTPClient:
@@ -166,12 +172,31 @@ class HTTPClient:
         child = self.named(name)
         child.creds = dataclasses.replace(self.creds, ssl=self.creds.anonymous_ssl, token="")
         child.session, child._pool, child._tokens = None, child, tokens
+        child.unary, child._head = Pool(child.creds.server, child.creds.ssl), child._static_head()
         self._root._token_clients.append(child)
         return child
 
-    async def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str] | None:
-        """A request's own headers: the named client's user agent, `extra`, a token client's token."""
-        headers = {**self._agent, **(extra or {})}
+    def _static_head(self) -> str:
+        """The header lines every unary request of this client sends: its user agent, what it accepts, a
+        kubeconfig's bearer token."""
+        head = f"User-Agent: {self.user_agent}\r\nAccept: {JSON}\r\n"
+        return head + (f"Authorization: Bearer {self.creds.token}\r\n" if self.creds.token else "")
+
+    async def _unary(self, method: str, path: str, params: dict | None = None, data: bytes | None = None,
+                     content_type: str = JSON) -> tuple[int, bytes]:
+        """A request through this client's pool of unary connections: its answer's status and body."""
+        head = self._head
+        if self._tokens is not None:
+            head += f"Authorization: Bearer {await self._tokens()}\r\n"
+        if data is not None:
+            head += f"Content-Type: {content_type}\r\n"
+        if params:
+            path += ("&" if "?" in path else "?") + urlencode(params, quote_via=quote)
+        return await self._pool.unary.request(method, path, head, data)
+
+    async def _headers(self) -> dict[str, str] | None:
+        """A watch's own headers: the named client's user agent, a token client's token."""
+        headers = dict(self._agent)
         if self._tokens is not None:
             headers["Authorization"] = f"Bearer {await self._tokens()}"
             if self._pool.session is None:
@@ -181,7 +206,7 @@ class HTTPClient:
         return headers or None
 
     async def start(self) -> None:
-        """Open the connection pool and read discovery. The pool is unbounded:
+        """Open the watches' connection pool and read discovery. The pool is unbounded:
         every watch holds a connection for its life, and a controller manager
         runs dozens of informers (a bounded pool would starve requests)."""
         self.session = aiohttp.ClientSession(
@@ -218,8 +243,10 @@ class HTTPClient:
         if self._rediscovery is not None:
             self._rediscovery.cancel()
         for child in self._token_clients:
+            child.unary.close()
             if child.session:
                 await child.session.close()
+        self.unary.close()
         if self.session:
             await self.session.close()
 
@@ -228,18 +255,15 @@ class HTTPClient:
         """The server's answer decoded; with `answer` False, None: the caller drops it (an error
         is decoded and raised all the same)."""
         data = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
-        headers = await self._headers({"Content-Type": content_type} if data is not None else None)
         start = self.clock.monotonic()
         try:
-            async with self._pool.session.request(method, self.creds.server + path, data=data, params=params,
-                                                  headers=headers) as resp:
-                raw = await resp.read()
+            status, raw = await self._unary(method, path, params, data, content_type)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             self.count(method, "<error>", start)
             raise
-        self.count(method, str(resp.status), start)
-        if resp.status >= 400:
-            raise _error(resp.status, raw)
+        self.count(method, str(status), start)
+        if status >= 400:
+            raise _error(status, raw)
         return orjson.loads(raw) if raw and answer else None
 
     def count(self, method: str, code: str, start: float | None = None) -> None:
@@ -252,17 +276,15 @@ class HTTPClient:
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
         """A GET of `path` (client-go's AbsPath: the metrics APIs, an aggregated APIService's paths): its
         document, or client-go's error for the answer (a Status's, else the generic one by its code)."""
-        headers = await self._headers()
         start = self.clock.monotonic()
         try:
-            async with self._pool.session.get(self.creds.server + path, params=params, headers=headers) as resp:
-                raw = await resp.read()
+            status, raw = await self._unary("GET", path, params)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             self.count("GET", "<error>", start)
             raise
-        self.count("GET", str(resp.status), start)
-        if resp.status >= 400:
-            raise response_error(resp.status, raw)
+        self.count("GET", str(status), start)
+        if status >= 400:
+            raise response_error(status, raw)
         return orjson.loads(raw)
 
     def resource(self, group: str, version: str, plural: str) -> HTTPResourceClient:

@@ -164,9 +164,11 @@ async def test_a_named_client_says_its_name_in_its_user_agent(tmp_path):
 
 async def test_a_large_list_is_asked_for_without_gzip(client):
     """The server gzips an answer over 128 KiB for a client that accepts it; the components ask for
-    none (rest.Config's DisableCompression): they run beside it."""
+    none (rest.Config's DisableCompression): they run beside it. A list is a unary request (it asks
+    for no encoding at all, tests/client/test_transport.py); a watch's session leaves gzip out."""
     cms = client.resource("", "v1", "configmaps")
     await cms.create(cm("big", v="x" * 200_000))
+    assert [i["data"]["v"] for i in (await cms.list("default"))[0]] == ["x" * 200_000]
     path = "/api/v1/namespaces/default/configmaps"
     async with client.session.get(client.creds.server + path) as r:
         assert "Accept-Encoding" not in r.request_info.headers
