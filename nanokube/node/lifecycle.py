@@ -1600,14 +1600,16 @@ class PodWorker:
 
     async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
         """Run `step(pod)` until it stops raising `not_ready`, backing off; each refusal is
-        reported as a Warning event, which the recorder folds into one with a count."""
+        reported as a Warning event, which the recorder folds into one with a count (but for one
+        marked `quiet`: a volume waiting for its attachment, told only once it waited long)."""
         delay = CLAIM_RETRY_INITIAL
         while True:
             try:
                 await step(self.pod)
                 return True
             except not_ready as e:
-                await self._event("Warning", reason, message.format(e))
+                if not getattr(e, "quiet", False):
+                    await self._event("Warning", reason, message.format(e))
             if await self._wait(self.clock.monotonic() + delay, active=True):
                 return False
             delay = min(delay * 2, CLAIM_RETRY_MAX)

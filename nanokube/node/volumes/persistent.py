@@ -106,30 +106,45 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
     return path, pvc, pv
 
 
-class NotAttached(MountError):
-    """The volume's driver needs it attached and the attach/detach controller has not reported it so."""
+#: podAttachAndMountTimeout: how long WaitForAttachAndMount waits before the pod's sync fails with
+#: `Unable to attach or mount volumes` (a FailedMount event), to wait as long again
+ATTACH_AND_MOUNT_TIMEOUT = 123.0
 
-    def __init__(self, volume: str):
+
+class NotAttached(MountError):
+    """The volume's driver needs it attached and the attach/detach controller has not reported it
+    so; `quiet` until the pod waited ATTACH_AND_MOUNT_TIMEOUT, as the kubelet says so only then."""
+
+    def __init__(self, volume: str, quiet: bool):
         Exception.__init__(self, f"Unable to attach or mount volumes: unmounted volumes=[{volume}], "
                                  f"unattached volumes=[{volume}]: timed out waiting for the condition")
         self.volume = volume
+        self.quiet = quiet
 
 
 async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict) -> None:
     """VerifyControllerAttachedVolume: a volume whose driver needs attaching is reported in use
     (status.volumesInUse, at the node's next status post) and mounted only once the Node lists it
     among status.volumesAttached, where the attach/detach controller puts it after the attacher
-    attached it; until then NotAttached, in the words the kubelet times out with. The driver and
-    the Node are the listers' copies: a try costs no request."""
+    attached it; until then NotAttached, in the words the kubelet times out with, told once per
+    ATTACH_AND_MOUNT_TIMEOUT of waiting. The driver and the Node are the listers' copies: a try
+    costs no request."""
     driver = csi.get("driver", "")
     if not attach_required(await mgr.csi_drivers.get(driver)):
         return
-    name = unique_name(driver, csi.get("volumeHandle", ""))
-    mgr.in_use.setdefault(pod["metadata"]["uid"], set()).add(name)
+    name, uid = unique_name(driver, csi.get("volumeHandle", "")), pod["metadata"]["uid"]
+    mgr.in_use.setdefault(uid, set()).add(name)
     status = mgr.node().get("status") or {}
-    if name not in (status.get("volumesInUse") or ()) or \
-            not any(v.get("name") == name for v in status.get("volumesAttached") or ()):
-        raise NotAttached(volume)
+    waiting = mgr.state.setdefault(uid, {})
+    if name in (status.get("volumesInUse") or ()) and \
+            any(v.get("name") == name for v in status.get("volumesAttached") or ()):
+        waiting.pop(("attach", volume), None)
+        return
+    now = mgr.clock.now()
+    since = waiting.setdefault(("attach", volume), now)
+    if now - since >= ATTACH_AND_MOUNT_TIMEOUT:
+        waiting[("attach", volume)] = now
+    raise NotAttached(volume, quiet=now - since < ATTACH_AND_MOUNT_TIMEOUT)
 
 
 async def _supports_fs_group(mgr: VolumeManager, pv: dict) -> bool:
