@@ -241,7 +241,8 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args),
+                          audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args)
+                          + encryption_options.worker_argv(args),
                           args.feature_gates, args.runtime_config,
                           os.path.abspath(args.admission_control_config_file) if args.admission_control_config_file else "")
         try:

@@ -239,13 +239,18 @@ async def _serve(args: argparse.Namespace) -> int:
     from .app import APIServer
     from . import audit_options, auth_options
     from .audit_policy import load as load_audit_policy
+    from .encryption import options as encryption_options
     from ..machinery import featuregates
     from ..registry.base import all_resources
     from .runtime_config import from_flag
 
     featuregates.set_flag(args.feature_gates)
     pki = ensure_pki(args.data_dir)
-    server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
+    store = open_store(args.store, args.data_dir, shared=True)
+    encryption = encryption_options.load(args)  # (up's flags, already validated)
+    if encryption is not None:
+        store = encryption.wrap(store)
+    server = APIServer(store, pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
                        jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout,
@@ -255,6 +260,8 @@ async def _serve(args: argparse.Namespace) -> int:
                        **({"audit_webhook": audit_options.webhook(args), "audit_log_options": audit_options.log_options(args)}
                           if args.audit_log_path or args.audit_webhook_config_file else {}))
     server.flags = json.loads(args.flagz) if args.flagz else None
+    if encryption is not None:
+        encryption_options.install(server, encryption)
     auth_options.apply(server, auth_options.load(args))  # (up's flags, already validated)
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     if args.admission_control_config_file:
@@ -306,6 +313,7 @@ async def _listen_for_pods(server, netns: str, address: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from . import audit_options, auth_options
+    from .encryption.options import add_flags as encryption_flags
 
     p = argparse.ArgumentParser(prog="nanokube.apiserver.workers", description="one more API server worker of `up`")
     p.add_argument("--worker", type=int, required=True)
@@ -326,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--admission-control-config-file", default="", help="up's")
     audit_options.add_flags(p)  # up's
     auth_options.add_flags(p)  # up's
+    encryption_flags(p)  # up's
     logs.add_arguments(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
