@@ -236,3 +236,24 @@ async def test_kms_v2_plugin_away(tmp_path):
         why = s.encryption.checks()[0].run()
         assert why.startswith("failed to perform status section of the healthz check for KMS Provider gone, error: "
                               "rpc error: code = Unavailable")
+
+
+async def test_storage_version_migration_rewrites_stale_values(tmp_path):
+    """The migrator's empty apply (the object's uid and resourceVersion only) changes nothing, yet writes a
+    value stored under a key that no longer writes."""
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("aesgcm", ("old", key(1)))), mem) as s:
+        await s.secrets.create(secret(), namespace="default")
+    async with Encrypted(write_config(path, aes("aesgcm", ("new", key(2)), ("old", key(1)))), mem) as s:
+        md = (await s.secrets.get("s1", namespace="default"))["metadata"]
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"uid": md["uid"], "resourceVersion": md["resourceVersion"]}}
+        patched = await s.secrets.patch("s1", json.dumps(body).encode(), "application/apply-patch+yaml",
+                                        namespace="default", field_manager="storage-version-migrator-controller")
+        assert patched["metadata"]["resourceVersion"] != md["resourceVersion"]
+        assert s.raw().startswith(b"k8s:enc:aesgcm:v1:new:")
+        # a value already under the writing key is left as it is
+        again = await s.secrets.patch("s1", json.dumps({**body, "metadata": {"uid": md["uid"]}}).encode(),
+                                      "application/apply-patch+yaml", namespace="default",
+                                      field_manager="storage-version-migrator-controller")
+        assert again["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]

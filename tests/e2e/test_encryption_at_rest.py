@@ -2,8 +2,8 @@
 store holds upstream's prefix and no plaintext while kubectl reads plaintext; a key rotated the
 documented way (the new key added first and reloaded, every Secret replaced, the old key removed)
 with --encryption-provider-config-automatic-reload, a bad file keeping the last good one; then
-a restart under a key that cannot read the Secrets (corrupt objects) beside a KMS v2 plugin
-encrypting ConfigMaps; and a file that does not validate stopping `up` with one line."""
+a restart with two API workers under a key that cannot read the Secrets (corrupt objects) beside
+a KMS v2 plugin encrypting ConfigMaps; and a file that does not validate stopping `up` with one line."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_rotation_with_automatic_reload_then_a_lost_key_and_a_kms_plugin(tmp_pat
                 kms = {"kms": {"apiVersion": "v2", "name": "plugin", "endpoint": f"unix://{sock}"}}
                 other = {"aesgcm": {"keys": [{"name": "other", "secret": key(9)}]}}
                 write_config(config, [other], [kms, {"identity": {}}])  # (identity: the ConfigMaps stored before)
-                c = start_cluster(d, store, ("--encryption-provider-config", str(config)))
+                c = start_cluster(d, store, ("--encryption-provider-config", str(config), "--api-workers", "2"))
                 try:
                     r = c.kubectl("get", "secret", "db", check=False)
                     assert r.returncode == 1

@@ -5,6 +5,7 @@ handed the metrics, the KMS health checks and the keys of values that do not dec
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 
 
@@ -24,8 +25,6 @@ def load(args: argparse.Namespace):
         raise ValueError("--encryption-provider-config-automatic-reload must be set with --encryption-provider-config")
     if not args.encryption_provider_config:
         return None
-    if args.api_workers > 1:
-        raise ValueError("--encryption-provider-config is not supported with --api-workers above 1 yet")
     from ..storageversion import identity
     from .config import ConfigError
     from .controller import Encryption
@@ -35,6 +34,17 @@ def load(args: argparse.Namespace):
                           apiserver_id=identity(socket.gethostname()))
     except ConfigError as e:
         raise ValueError(f"--encryption-provider-config: {e}") from None
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The flags as given to `up`, for each API worker, which encrypts as `up` does (and reloads the
+    file on its own)."""
+    if not args.encryption_provider_config:
+        return []
+    out = [f"--encryption-provider-config={os.path.abspath(args.encryption_provider_config)}"]
+    if args.encryption_provider_config_automatic_reload:
+        out.append("--encryption-provider-config-automatic-reload")
+    return out
 
 
 def install(server, encryption) -> None:
