@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from nanokube.apiserver.encryption.controller import Encryption
+from nanokube.apiserver.encryption.kmsv2 import key_id_hash
 from nanokube.apiserver.encryption.proto import kmsv2_pb2 as pb
 from nanokube.apiserver.encryption.value import TransformError
 from nanokube.machinery.errors import APIError
@@ -62,6 +63,12 @@ class Encrypted:
         return self.mem._data[k].value
 
 
+def metrics(s: Encrypted) -> dict:
+    """The encryption metrics' samples by (name, sorted labels)."""
+    return {(m.name, tuple(sorted(m.labels.items()))): m.value
+            for family in s.encryption.metrics.registry.collect() for m in family.samples}
+
+
 def secret(name: str = "s1", value: bytes = b"hunter2") -> dict:
     return {"metadata": {"name": name, "namespace": "default"}, "data": {"password": base64.b64encode(value).decode()}}
 
@@ -89,6 +96,11 @@ async def test_each_provider_stores_its_prefix_and_no_plaintext(tmp_path, provid
         await s.stack.client.resource("", "v1", "configmaps").create(
             {"metadata": {"name": "c1", "namespace": "default"}, "data": {"a": "plain"}}, namespace="default")
         assert b'"plain"' in s.raw("/registry/configmaps/default/c1")
+        samples = metrics(s)
+        assert samples[("apiserver_storage_transformation_operations_total", (
+            ("status", "OK"), ("transformation_type", "to_storage"), ("transformer_prefix", prefix[:-3].decode())))] == 1
+        assert samples[("apiserver_storage_transformation_duration_seconds_count", (
+            ("transformation_type", "to_storage"), ("transformer_prefix", prefix[:-3].decode())))] == 1
 
 
 async def test_aesgcm_binds_a_value_to_its_key(tmp_path):
@@ -158,6 +170,8 @@ async def test_values_no_provider_reads_are_corrupt_objects(tmp_path):
         assert e.value.message.startswith("unable to transform or decode 2 objects: {\n\tStorageError: corrupt object, "
                                           "Code: 7, Key: /registry/secrets/default/s1, ")
         assert s.store.unreadable[SECRET_KEY] == "no matching prefix found"
+        assert metrics(s)[("apiserver_storage_transformation_operations_total", (
+            ("status", "Unknown"), ("transformation_type", "from_storage"), ("transformer_prefix", "unknown")))] == 2
         # a namespace without them lists
         assert (await s.secrets.list(namespace="kube-system"))[0] == []
 
@@ -207,6 +221,13 @@ async def test_kms_v2_envelope(tmp_path, plugin):
             "key-1", {ANNOTATION: b"1"}, pb.HKDF_SHA256_XNONCE_AES_GCM_SEED)
         got = await s.secrets.get("s0", namespace="default")
         assert base64.b64decode(got["data"]["password"]) == b"hunter2"
+        samples = metrics(s)
+        assert samples[("apiserver_envelope_encryption_key_id_hash_total", (
+            ("apiserver_id_hash", s.encryption.metrics.id), ("key_id_hash", key_id_hash("key-1")),
+            ("provider_name", "vault"), ("transformation_type", "to_storage")))] == 3
+        assert samples[("apiserver_envelope_encryption_kms_operations_latency_seconds_count", (
+            ("grpc_status_code", "OK"), ("method_name", "Encrypt"), ("provider_name", "vault")))] == 1
+        assert samples[("apiserver_envelope_encryption_dek_source_cache_size", (("provider_name", "vault"),))] == 1
     # a restart reads the seed back through the plugin, once
     async with Encrypted(str(path), mem) as s:
         items, _ = await s.secrets.list(namespace="default")
