@@ -108,10 +108,10 @@ def test_external_managers_take_turns_through_the_lease(bare):
 
 def test_unknown_controller_is_refused(bare):
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig", bare.kubeconfig,
-                        "--controllers", "*,bootstrapsigner"], check=False, capture_output=True, text=True, timeout=60)
+                        "--controllers", "*,nodeipam"], check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr.splitlines()[-1] == ('nanokube controller-manager: --controllers: '
-                                         '"bootstrapsigner" is not in the list of known controllers')
+                                         '"nodeipam" is not in the list of known controllers')
 
 
 def test_a_client_limit_without_a_burst_is_refused(bare):
