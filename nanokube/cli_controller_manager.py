@@ -158,5 +158,5 @@ def run(args: argparse.Namespace) -> int:
         args.signers = _signers(args)
         args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
         args.client_limit = rest_limit(args.kube_api_qps, args.kube_api_burst)
-        return asyncio.run(_run(args))
+        return component_cli.run_loop(_run(args))
     return component_cli.run("controller-manager", main, (component_server.ServeError,))

@@ -438,4 +438,4 @@ def run(args: argparse.Namespace) -> int:
         return _write_config(replace(cfg, mode=mode), args.write_config_to)
     if args.cleanup:
         return _cleanup(args.netns)
-    return component_cli.run("proxy", lambda: asyncio.run(_run(args, cfg, mode, warnings)), unreachable="")
+    return component_cli.run("proxy", lambda: component_cli.run_loop(_run(args, cfg, mode, warnings)), unreachable="")

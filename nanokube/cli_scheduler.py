@@ -187,4 +187,4 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"nanokube scheduler: --config: {e}", file=sys.stderr)
         return 2
-    return component_cli.run("scheduler", lambda: asyncio.run(_run(args, config)), (component_server.ServeError,))
+    return component_cli.run("scheduler", lambda: component_cli.run_loop(_run(args, config)), (component_server.ServeError,))
