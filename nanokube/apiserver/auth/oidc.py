@@ -176,6 +176,8 @@ class JWTAuthenticator:
                 raise TokenError("oidc: verify token: failed to verify signature")
         aud = claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+        if not all(isinstance(a, str) for a in aud):  # (go-oidc's audience: a string or an array of strings)
+            raise TokenError("oidc: failed to unmarshal claims: json: cannot unmarshal aud into Go value of type []string")
         if not self.issuer.audiences & set(aud):
             raise TokenError(f"oidc: expected audience in {sorted(self.issuer.audiences)} got {aud}")
         now, exp, nbf = self.clock.now(), claims.get("exp"), claims.get("nbf")
