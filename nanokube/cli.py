@@ -177,12 +177,12 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: --admission-control-config-file: {e}", file=sys.stderr)
         return 2
-    tracing = None
+    tracing = tracing_config = None
     if args.tracing_config_file:  # (the OpenTelemetry SDK imported only then)
         from .apiserver import tracing as apiserver_tracing
 
         try:
-            tracing = apiserver_tracing.Tracing(apiserver_tracing.load(args.tracing_config_file))
+            tracing_config = apiserver_tracing.load(args.tracing_config_file)
         except ValueError as e:
             print(f"nanokube: {e}", file=sys.stderr)
             return 2
@@ -217,8 +217,8 @@ async def _up(args: argparse.Namespace) -> int:
     auth_options.apply(server, auth)
     server.rest.admission.disable(*disabled)
     server.rest.admission.configure(admission_configs)
-    if tracing is not None:
-        apiserver_tracing.install(server, tracing, "etcd3" if args.store.startswith("etcd") else args.store)
+    if tracing_config is not None:
+        tracing = apiserver_tracing.start(server, tracing_config, args.store)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers, share_service_allocations
@@ -242,7 +242,9 @@ async def _up(args: argparse.Namespace) -> int:
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
                           audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args)
-                          + encryption_options.worker_argv(args),
+                          + encryption_options.worker_argv(args)
+                          + (["--tracing-config-file", os.path.abspath(args.tracing_config_file)]
+                             if args.tracing_config_file else []),
                           args.feature_gates, args.runtime_config,
                           os.path.abspath(args.admission_control_config_file) if args.admission_control_config_file else "")
         try:

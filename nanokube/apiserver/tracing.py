@@ -243,6 +243,13 @@ def _webhook_attributes(request, hook, a, *_) -> dict:
             "operation": a.operation}
 
 
+def start(server, config: TracingConfiguration, store: str) -> Tracing:
+    """Tracing by `config` for `server`, over the store `store` (--store's value), installed."""
+    tracing = Tracing(config)
+    install(server, tracing, "etcd3" if store.startswith("etcd") else store)
+    return tracing
+
+
 def install(server, tracing: Tracing, backend: str) -> None:
     """Traces `server`'s requests (before it starts: its catch-all route takes the traced
     handler). `backend`: the store's span suffix (etcd3, sqlite, memory)."""

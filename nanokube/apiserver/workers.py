@@ -270,6 +270,11 @@ async def _serve(args: argparse.Namespace) -> int:
         server.rest.admission.configure(plugin_configs(args.admission_control_config_file))
     relay = NodeRelay(pki, args.relay_port)
     server.handlers.dispatch = relay.wrap(server.handlers.dispatch)
+    tracing = None
+    if args.tracing_config_file:  # (up's, already validated)
+        from . import tracing as apiserver_tracing
+
+        tracing = apiserver_tracing.start(server, apiserver_tracing.load(args.tracing_config_file), args.store)
     share_service_allocations(server)
     WorkerMetrics(server, pki, relay)
     pods = source = None
@@ -292,6 +297,8 @@ async def _serve(args: argparse.Namespace) -> int:
     if pods is not None:
         pods.cancel()
     await server.stop()
+    if tracing is not None:
+        tracing.shutdown()
     return 0
 
 
@@ -332,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--feature-gates", default="", help="up's")
     p.add_argument("--runtime-config", default="", help="up's")
     p.add_argument("--admission-control-config-file", default="", help="up's")
+    p.add_argument("--tracing-config-file", default="", help="up's")
     audit_options.add_flags(p)  # up's
     auth_options.add_flags(p)  # up's
     encryption_flags(p)  # up's

@@ -36,7 +36,8 @@ async def test_a_worker_defers_full_collections_until_it_serves_then_settles(tmp
                               port=0, relay_port=1, audit_log_path="", flagz=None, disable_admission_plugins="",
                               advertise_address="", service_account_jwks_uri="", dial_netns="", min_request_timeout=1800,
                               audit_policy_file="", feature_gates="", runtime_config="", audit_webhook_config_file="", audit_log_format="json",
-                              admission_control_config_file="")
+                              admission_control_config_file="", tracing_config_file="", encryption_provider_config="",
+                              encryption_provider_config_automatic_reload=False)
     task = asyncio.create_task(workers._serve(args))
     try:
         for _ in range(600):
@@ -88,7 +89,8 @@ async def test_a_worker_dials_services_from_the_cluster_namespace_before_it_serv
                               advertise_address="", service_account_jwks_uri="", dial_netns="nk-test-cluster",
                               min_request_timeout=1800, audit_policy_file="", feature_gates="", runtime_config="",
                               audit_webhook_config_file="", audit_log_format="json",
-                              admission_control_config_file="")
+                              admission_control_config_file="", tracing_config_file="", encryption_provider_config="",
+                              encryption_provider_config_automatic_reload=False)
     task = asyncio.create_task(workers._serve(args))
     try:
         for _ in range(600):

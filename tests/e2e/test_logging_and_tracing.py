@@ -91,8 +91,9 @@ def cluster(collector, tmp_path_factory):
     config.write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\n"
                       f"endpoint: 127.0.0.1:{collector.port}\nsamplingRatePerMillion: 1000000\n")
     # the batch processor's delay (OTel's own variable) down from 5 s, so that spans arrive soon
-    with running_cluster("tracing", ("--tracing-config-file", str(config), "--logging-format", "json",
-                                     "--scheduler", "none"), env={"OTEL_BSP_SCHEDULE_DELAY": "100"}) as c:
+    # two API server workers, each tracing and logging as `up` was told
+    flags = ("--tracing-config-file", str(config), "--logging-format", "json", "--scheduler", "none", "--api-workers", "2")
+    with running_cluster("tracing", flags, env={"OTEL_BSP_SCHEDULE_DELAY": "100"}) as c:
         c.kubectl("create", "namespace", NS)
         yield c
 
