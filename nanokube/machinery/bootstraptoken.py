@@ -10,7 +10,8 @@ import base64
 import hashlib
 import hmac
 import re
-from datetime import datetime
+
+from . import gotime
 
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
 SECRET_PREFIX = "bootstrap-token-"
@@ -47,14 +48,14 @@ def data(secret: dict, key: str) -> str:
 
 
 def expiration(secret: dict) -> float | None:
-    """The Secret's expiration (epoch seconds), None without one; one that does not parse as
-    RFC 3339 reads as already past, as upstream treats it."""
+    """The Secret's expiration (epoch seconds), None without one; one that Go's time.Parse(RFC3339)
+    refuses (`2099-01-01`, no zone, `+0100`) reads as already past, as upstream treats it."""
     text = data(secret, EXPIRATION_KEY)
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        return gotime.parse_rfc3339(text)
+    except gotime.TimeParseError:
         return 0.0
 
 

@@ -64,6 +64,9 @@ async def test_every_failed_check_is_a_401(tmp_path):
     refused = [
         _secret(expiration="2020-01-01T00:00:00Z"),  # expired
         _secret(expiration="next week"),  # an expiration that does not parse is past
+        # (and so is one Go's time.Parse(RFC3339) refuses, which Python's fromisoformat took for 2099)
+        _secret(expiration="2099-01-01"), _secret(expiration="2099-01-01T00:00:00"),
+        _secret(expiration="2099-01-01T00:00:00+0100"), _secret(expiration="2099-01-01 00:00:00Z"),
         _secret(**{"usage-bootstrap-authentication": None}),  # not for authentication
         _secret(**{"usage-bootstrap-authentication": "false"}),
         _secret(**{"token-secret": "0123456789abcdee"}),  # another secret
