@@ -193,7 +193,9 @@ class PodFiles:
         volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
         now = self.clock.now()
         mounts = []
-        for m in c.get("volumeMounts") or ():
+        # a Block claim's device (the file the kubelet linked the volume to) sits at its devicePath
+        devices = [{"name": d.get("name"), "mountPath": d.get("devicePath")} for d in c.get("volumeDevices") or ()]
+        for m in [*(c.get("volumeMounts") or ()), *devices]:
             vol = volumes.get(m.get("name"))
             if vol is None or not m.get("mountPath"):
                 continue

@@ -313,6 +313,20 @@ def test_a_host_path_of_a_file_is_mounted_as_that_file(tmp_path):
         1, b"", "sh: can't create /app.sock: Read-only file system\n")
 
 
+def test_a_block_claims_device_is_at_its_device_path(tmp_path):
+    """A Block claim's volume links to its device file (the kubelet's map): the container reads
+    and writes it at its volumeDevices' devicePath, through to the node."""
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "disk" / "block").write_bytes(b"")
+    os.symlink(tmp_path / "disk" / "block", tmp_path / "raw")
+    pod = {"metadata": {"name": "db"}, "spec": {
+        "volumes": [{"name": "raw", "persistentVolumeClaim": {"claimName": "raw"}}],
+        "containers": [{"name": "main", "volumeDevices": [{"name": "raw", "devicePath": "/dev/xvda"}]}]}}
+    main = PodFiles(pod, lambda name: str(tmp_path / name), _Clock()).container("main")
+    assert run(main, "sh", "-c", "echo sector > /dev/xvda; cat /dev/xvda") == (0, b"sector\n", "")
+    assert (tmp_path / "disk" / "block").read_bytes() == b"sector\n"
+
+
 @pytest.mark.parametrize("script, out, code", [
     ("echo 'a b c' | awk '{print $2}'", b"b\n", 0),
     ("rev /etc/hostname; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # rev: not simulated

@@ -6,6 +6,9 @@ path and what the pod writes outlives it. With the pod's fsGroup, a volume whose
 ownership (`_supports_fs_group`) is given to the group as it is mounted for the pod, as the pod's
 fsGroupChangePolicy says (ownership.py). A claim's volume whose volumeMode the pod's containers
 do not use it as (a Block volume in volumeMounts, a Filesystem one in volumeDevices) is refused.
+A Block volume of the built-in CSI driver or a local one is mapped: the pod's volume links to its
+device, a file in the volume's directory (`map_device`), which the simulated runtime shows at each
+container's devicePath; a hostPath or NFS one has no block plugin.
 
 A CSI volume whose driver needs attaching (attachRequired, or no CSIDriver) waits, reported in
 the Node's status.volumesInUse, until the attach/detach controller lists it as attached.
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
 
 #: PersistentVolume sources that are a directory on this host
 _HOST_DIRS = ("hostPath", "local")
+#: the file of a Block volume's directory that is its device (map_device)
+BLOCK_DEVICE = "block"
 
 
 def _volume_mode_mismatch(pod: dict, volume: str, mode: str) -> str:
@@ -82,6 +87,8 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
         raise MountError(volume, why)
     # from here on the kubelet names the volume by its PersistentVolume
     spec = pv.get("spec") or {}
+    if _block(pv) and not (spec.get("csi") or spec.get("local")):  # no BlockVolumePlugin for it
+        raise MountError(name, f'failed to get Plugin from volumeSpec for volume "{name}" err=no volume plugin matched')
     driver = (spec.get("csi") or {}).get("driver")
     if driver is not None:
         await _wait_for_attach(mgr, pod, volume, spec["csi"])
@@ -109,6 +116,21 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
 #: podAttachAndMountTimeout: how long WaitForAttachAndMount waits before the pod's sync fails with
 #: `Unable to attach or mount volumes` (a FailedMount event), to wait as long again
 ATTACH_AND_MOUNT_TIMEOUT = 123.0
+
+
+def _block(pv: dict) -> bool:
+    return (pv.get("spec") or {}).get("volumeMode") == "Block"
+
+
+def map_device(path: str) -> str:
+    """MapDevice for a Block volume kept as a directory (the built-in driver's, a local one): the
+    device is the file `block` in it, made empty at its first map (where a driver's staging would
+    attach a disk; not at the volume's capacity, as the simulated runtime reads a mounted file
+    whole), so what a pod writes to it outlives the pod."""
+    device = os.path.join(path, BLOCK_DEVICE)
+    if not os.path.exists(device):
+        open(device, "ab").close()
+    return device
 
 
 class NotAttached(MountError):
@@ -188,18 +210,19 @@ async def node_expand(mgr: VolumeManager, pod: dict, pvc: dict, pv: dict) -> Non
 
 
 async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
-    """Link the volume's directory, expand it if the resizer asks; again at every pod resync."""
+    """Link the volume's directory (a Block volume's device: the containers get it at their
+    volumeDevices' devicePath), expand it if the resizer asks; again at every pod resync."""
     ephemeral = bool(vol.get("ephemeral"))
     claim = f"{pod['metadata']['name']}-{vol['name']}" if ephemeral else vol["persistentVolumeClaim"].get("claimName", "")
     path, pvc, pv = await volume_path(mgr, pod, claim, vol["name"], ephemeral)
-    link(path, target)
+    link(map_device(path) if _block(pv) else path, target)
     mgr.claims.setdefault(pod["metadata"]["uid"], {})[vol["name"]] = claim_volume(pod["metadata"]["namespace"], claim, pv)
     read_only = bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")
                      or ((pv.get("spec") or {}).get("nfs") or {}).get("readOnly"))
     mgr.set_read_only(pod, vol["name"], read_only)
     mounted = mgr.state.setdefault(pod["metadata"]["uid"], {})
-    if ("owned", vol["name"]) not in mounted and not read_only and (group := fs_group(mgr, pod)) is not None \
-            and await _supports_fs_group(mgr, pv):  # as the volume is mounted for the pod, not at each resync
+    if ("owned", vol["name"]) not in mounted and not read_only and not _block(pv) \
+            and (group := fs_group(mgr, pod)) is not None and await _supports_fs_group(mgr, pv):  # as the volume is mounted for the pod, not at each resync
         policy = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroupChangePolicy")
         await asyncio.to_thread(ownership.set_volume_ownership, path, group, policy)
         mounted["owned", vol["name"]] = True

@@ -9,7 +9,8 @@ MetricsProvider measures it, from the node's real directory for the volume:
   (its PersistentVolume's, as the directory has no filesystem of its own), used from a walk,
   available what the capacity leaves (no more than the filesystem has free), inodes from statfs;
 - a claim on a local or NFS volume (MetricsStatFS): statfs alone;
-- hostPath, a claim's too (MetricsNil): nothing, as upstream reports none for them.
+- hostPath, a claim's too (MetricsNil), and a Block claim: nothing (upstream's MetricsBlock
+  gives a device's capacity alone; not simulated).
 
 An emptyDir on disk is measured as the kubelet-written ones: where the process runtime runs the
 pod, from its directory (its files are there); on the simulated runtime, where its files live in
@@ -215,8 +216,8 @@ class ClaimVolume:
 
 def claim_volume(namespace: str, claim: str, pv: dict) -> ClaimVolume:
     spec = pv.get("spec") or {}
-    meter = CSI if (spec.get("csi") or {}).get("driver") == CSI_DRIVER else \
-        STATFS if spec.get("local") or spec.get("nfs") else None
+    meter = None if spec.get("volumeMode") == "Block" else CSI if (spec.get("csi") or {}).get("driver") == CSI_DRIVER \
+        else STATFS if spec.get("local") or spec.get("nfs") else None
     return ClaimVolume(namespace, claim, meter, int(volume_capacity(pv) or 0))
 
 

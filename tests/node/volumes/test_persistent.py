@@ -12,6 +12,7 @@ from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.node.storage import CSI_DRIVER, PROVISIONER, LocalPathProvisioner
+from nanokube.node.storage.provisioner import csi_driver_object
 from nanokube.node.volumes import VolumeManager
 from nanokube.node.volumes.persistent import node_expand
 from nanokube.node.volumes.sources import RESYNC
@@ -123,6 +124,33 @@ async def test_a_claim_is_used_only_as_its_volume_mode_says(env):
         "files": 'MountVolume.SetUp failed for volume "data" : volume data has volumeMode Filesystem, but is '
                  "specified in volumeDevices"}
     assert not (root / "raw").exists() and not (root / "files").exists()
+
+
+async def test_a_block_claim_is_its_volumes_device_file_and_a_host_path_has_none(env):
+    """A Block volume of the built-in CSI driver is mapped: its device, the file `block` in the
+    volume's directory, is what the pod's volume links to (the simulated runtime shows it at the
+    container's devicePath) and outlives the pod; a hostPath volume has no block plugin."""
+    client, clock, root = env
+    await client.resource("storage.k8s.io", "v1", "csidrivers").create(csi_driver_object())
+    disk = root / "volumes" / "disk"
+    disk.mkdir(parents=True)
+    devices = {"volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}]}
+    await pod_on_static_claim(client, "raw", {"csi": {"driver": CSI_DRIVER, "volumeHandle": "disk",
+                                                      "volumeAttributes": {"path": str(disk)}}}, "Block", devices)
+    await pod_on_static_claim(client, "host", {"hostPath": {"path": str(root / "host"), "type": "DirectoryOrCreate"}},
+                              "Block", devices)
+    pods = client.resource("", "v1", "pods")
+    await eventually(phase_is(pods, "raw", "Running"))
+    uid = (await pods.get("raw", "default"))["metadata"]["uid"]
+    link = root / "pods" / "gpu-0" / uid / "volumes" / "data"
+    assert os.path.realpath(link) == str(disk / "block") and (disk / "block").is_file()
+    (disk / "block").write_bytes(b"raw bytes")
+    assert await eventually(failed_mounts(client, 1)) == {
+        "host": 'MountVolume.SetUp failed for volume "pv-host" : failed to get Plugin from volumeSpec for volume '
+                '"pv-host" err=no volume plugin matched'}
+    await pods.delete("raw", "default", grace_period_seconds=0)
+    await eventually(gone(pods, "raw"))
+    assert (disk / "block").read_bytes() == b"raw bytes"
 
 
 @pytest.mark.parametrize("driver", [PROVISIONER, CSI_DRIVER])
