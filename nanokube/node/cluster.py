@@ -6,6 +6,7 @@ every refusal can name the line and the field a user has to fix.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import uuid
@@ -82,23 +83,39 @@ class Pool:
     gpus: dict | None
     nics: dict | None
     images: tuple[str, ...] = ()
+    #: its nodes' names where not `<pool>-<i>` (a node that joins on its own, `Cluster.joining`)
+    node_names: tuple[str, ...] = ()
+
+    def node_name(self, i: int) -> str:
+        return self.node_names[i] if self.node_names else f"{self.name}-{i}"
 
 
 @dataclass(frozen=True)
 class Cluster:
     pools: list[Pool]
+    #: the first node's cluster-wide index
+    first_index: int = 0
 
     def nodes(self) -> list[NodeSpec]:
         """Every node of every pool, with a cluster-wide index (for its podCIDR)."""
         out: list[NodeSpec] = []
         for pool in self.pools:
             for i in range(pool.count):
-                out.append(_expand(pool, i, len(out)))
+                out.append(_expand(pool, i, self.first_index + len(out)))
         return out
+
+    def joining(self, name: str, index: int, pool: str = "") -> Cluster:
+        """One node of `pool`'s shape (the first pool's by default), named `name`, of cluster-wide
+        index `index`: a node that joins a running cluster on its own (`nanokube kubelet`).
+        ClusterFileError when there is no such pool."""
+        found = [p for p in self.pools if p.name == pool] if pool else self.pools[:1]
+        if not found:
+            raise ClusterFileError(f"no pool {pool!r} (pools: {', '.join(p.name for p in self.pools)})")
+        return Cluster([dataclasses.replace(found[0], count=1, node_names=(name,))], index)
 
 
 def _expand(pool: Pool, i: int, index: int) -> NodeSpec:
-    name = f"{pool.name}-{i}"
+    name = pool.node_name(i)
     labels = dict(pool.labels)
     topo = pool.topology
     if "zone" in topo:

@@ -118,7 +118,7 @@ class NodeManager:
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
                  plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
                  sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None,
-                 client_limits: dict | None = None, pod_pids_limit: int = -1):
+                 client_limits: dict | None = None, pod_pids_limit: int = -1, standalone: bool = False):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
@@ -128,7 +128,9 @@ class NodeManager:
         `max_container_restart_period`: NodeAgent's. `client_limits`: NodeAgent's `api_limit` and
         `event_limit` for every agent, each its own buckets as each kubelet's clientsets are (`up`:
         KUBELET_CLIENT_LIMITS; None: none, as `nanokube simulate` has it). `pod_pids_limit`: every
-        agent's podPidsLimit (NodeAgent's)."""
+        agent's podPidsLimit (NodeAgent's). `standalone`: the one node of `cluster` under its own
+        credentials (`nanokube kubelet`): it watches only its own pods, as the Node authorizer lets a
+        node, and leaves the cluster's DeviceClasses to whoever set the cluster up."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         #: the directory of its own when given none: removed on stop, or else when the manager goes (one never
@@ -143,7 +145,9 @@ class NodeManager:
         self._started = clock.now()
         #: the ConfigMaps and Secrets the agents' pods' volumes name, one watch each for all agents
         self.watched = {p: WatchBasedManager(self.client, p, clock) for p in ("configmaps", "secrets")}
-        self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
+        self.standalone = standalone
+        selector = f"spec.nodeName={cluster.nodes()[0].name}" if standalone else "spec.nodeName!="
+        self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector=selector, clock=clock)
         #: the Services, EndpointSlices and (these) pods simulated pods' network commands reach
         self.watched_cluster = WatchedCluster(self.client, clock, pods=self.pods)
         with _full_collections_deferred(sum(p.count for p in cluster.pools)):
@@ -158,7 +162,7 @@ class NodeManager:
             }
         _freeze(len(self.agents))
         # a pool's nodes all have the same devices: its first one says whether it has NVIDIA GPUs
-        first = [d for p in cluster.pools if p.count for d in self.agents[f"{p.name}-0"].spec.devices]
+        first = [d for p in cluster.pools if p.count for d in self.agents[p.node_name(0)].spec.devices]
         self._nvidia = any(d.attributes.get("driver") == "nvidia" for d in first)
         self._nvidia_gpus = nvidia_models(d.attributes.get("model", "") for d in first if d.kind == "gpu")
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
@@ -175,7 +179,8 @@ class NodeManager:
         """Register every node and publish its devices (bounded concurrency),
         then start running pods. One list of ResourceSlices up front lets each
         driver adopt what a previous run published."""
-        await ensure_device_classes(self.client, nvidia=self._nvidia, nvidia_gpus=self._nvidia_gpus)
+        if not self.standalone:
+            await ensure_device_classes(self.client, nvidia=self._nvidia, nvidia_gpus=self._nvidia_gpus)
         existing: dict[str, dict[str, list[dict]]] = {}
         items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
         for s in items:

@@ -1,0 +1,137 @@
+"""`nanokube kubelet`: one simulated node in its own process, joining a running cluster over HTTPS
+as a kubelet does: with `--kubeconfig` alone it acts as that kubeconfig's user; with
+`--bootstrap-kubeconfig` (a bootstrap token's) and no valid `--kubeconfig` yet, it first has a
+client certificate for system:node:<name> issued through a CertificateSigningRequest (TLS
+bootstrapping, node/bootstrap.py), writes the kubeconfig and acts as the node from then on;
+`--rotate-certificates` renews that certificate before it expires. The node is the agent `up`
+runs for each of its simulated nodes, of the shape of a pool of `--cluster` (up's file; up's
+default cluster without one): it registers its Node, renews its Lease, and runs the pods the
+scheduler binds to it. Its pod network range is the lowest no other node's address takes, as
+the node IPAM controller hands out the next free one. SIGTERM or SIGINT stops it cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import os
+import socket
+import sys
+
+from . import component_cli, component_server, zpages
+from .apiserver.healthz import PING
+from .client import kubeconfig
+from .client.http import HTTPClient
+from .machinery.version import user_agent
+
+log = logging.getLogger("nanokube.kubelet")
+
+#: the kubelet's --port, where it serves its endpoints
+SECURE_PORT = 10250
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("kubelet", help="run one simulated node against a running API server")
+    p.add_argument("--kubeconfig", required=True, metavar="FILE",
+                   help="the node's kubeconfig; with --bootstrap-kubeconfig, written there once a client certificate "
+                        "is issued, unless it already holds a valid one")
+    p.add_argument("--bootstrap-kubeconfig", default="", metavar="FILE",
+                   help="a kubeconfig whose credentials (a bootstrap token) may ask for the node's client certificate")
+    p.add_argument("--cert-dir", default="", metavar="DIR",
+                   help="where the issued certificate and key go (default: pki beside --kubeconfig)")
+    p.add_argument("--rotate-certificates", action="store_true",
+                   help="ask for a new client certificate before the current one expires (off by default, as the "
+                        "kubelet's; kubeadm turns it on)")
+    p.add_argument("--node-name", default="", metavar="NAME", help="the node's name (default: the host's name)")
+    p.add_argument("--cluster", default=None, metavar="FILE",
+                   help="`nanokube up`'s cluster file, whose pool gives the node its capacity, labels, taints and "
+                        "devices (default: up's default cluster)")
+    p.add_argument("--pool", default="", metavar="NAME", help="the pool of --cluster the node is one of (default: the first)")
+    p.add_argument("--runtime", choices=("simulated",), default="simulated",
+                   help="what runs the node's containers: simulated (as up's default runtime)")
+    component_server.add_arguments(p, SECURE_PORT)
+
+
+async def _client(creds: kubeconfig.Credentials) -> HTTPClient:
+    client = HTTPClient(creds, field_manager="kubelet", user_agent=user_agent("kubelet"))
+    await client.start()
+    return client
+
+
+async def _free_index(client: HTTPClient, name: str) -> int:
+    """The node's cluster-wide index: its own address's if its Node is registered, else the lowest
+    no Node's InternalIP takes."""
+    from .node.agent import node_ip
+
+    first = int(ipaddress.IPv4Address(node_ip(0)))
+    used: dict[str, int] = {}
+    for node in (await client.resource("", "v1", "nodes").list())[0]:
+        for a in (node.get("status") or {}).get("addresses") or ():
+            if a.get("type") == "InternalIP":
+                used[node["metadata"]["name"]] = int(ipaddress.IPv4Address(a["address"])) - first
+    if name in used:
+        return used[name]
+    taken = set(used.values())
+    return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
+async def _run(args: argparse.Namespace, cluster) -> int:
+    from .node import bootstrap
+    from .node.manager import NodeManager, options_from_env
+
+    name = args.node_name
+    if args.bootstrap_kubeconfig:
+        await bootstrap.bootstrap(args.kubeconfig, args.bootstrap_kubeconfig, args.cert_dir, name, _client)
+    client = await _client(kubeconfig.load(args.kubeconfig, env={}))
+    stop = component_cli.stop_on_signals()
+    nodes = runner = rotation = None
+    try:
+        joining = cluster.joining(name, await _free_index(client, name), args.pool)
+        nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, **options_from_env())
+        await nodes.start()
+        runner = await component_server.serve(args, _endpoints(args, client, stop), "kubelet")
+        if args.rotate_certificates and args.bootstrap_kubeconfig:
+            rotation = asyncio.create_task(bootstrap.rotate(client, name, os.path.join(args.cert_dir, bootstrap.CURRENT)))
+        log.info("node %s is running", name)
+        await stop.wait()
+    finally:
+        if rotation is not None:
+            rotation.cancel()
+            await asyncio.gather(rotation, return_exceptions=True)
+        if runner is not None:
+            await runner.cleanup()
+        if nodes is not None:
+            await nodes.stop()
+        await client.close()
+    log.info("kubelet stopped")
+    return 0
+
+
+def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event):
+    """/healthz (and /metrics: the client's requests) on the kubelet's port."""
+    from prometheus_client import CollectorRegistry
+
+    from .apiserver.healthz import Check
+
+    checks = [PING, Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None)]
+    auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
+    return component_server.app(auth, CollectorRegistry(), {}, lambda: checks, component="kubelet",
+                                flags=zpages.flags(args), profiling=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .node.cluster import ClusterFileError, default_cluster, load_cluster
+
+    try:
+        component_server.validate(args)
+        cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
+    except (ValueError, ClusterFileError) as e:
+        print(f"nanokube kubelet: {e}", file=sys.stderr)
+        return 2
+    args.node_name = args.node_name or socket.gethostname().lower()
+    args.cert_dir = args.cert_dir or os.path.join(os.path.dirname(os.path.abspath(args.kubeconfig)), "pki")
+    from .node.bootstrap import BootstrapError
+
+    return component_cli.run("kubelet", lambda: asyncio.run(_run(args, cluster)), (component_server.ServeError,
+                                                                                  BootstrapError))

@@ -1,0 +1,166 @@
+"""The kubelet's TLS bootstrapping and client certificate rotation (kubelet/certificate/bootstrap,
+RotateKubeletClientCertificate). A node that has only a bootstrap kubeconfig (a bootstrap token)
+makes a key, asks for a client certificate for system:node:<name> in system:nodes with a
+CertificateSigningRequest to the kube-apiserver-client-kubelet signer, waits for it to be approved
+(kube-controller-manager's csrapproving approves it when RBAC lets the requester create
+certificatesigningrequests/nodeclient) and issued, and writes the certificate and key to
+`<cert dir>/kubelet-client-current.pem` and a kubeconfig naming that file, which it uses from then
+on; a kubeconfig whose certificate is still valid is used as it is. With rotation on, a new
+certificate is asked for, as the node itself (selfnodeclient), once 70 to 90% of the current one's
+life has passed, and put in place of the old one: the file, and the TLS context new connections use."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import random
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from ..client import kubeconfig
+from ..clock import REAL, Clock
+from ..pki.csr import NODE_PREFIX, NODES_GROUP
+from ..pki.keys import private_pem
+
+log = logging.getLogger(__name__)
+
+CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
+#: a kubelet's client usages with an ECDSA key (an RSA key would add key encipherment)
+USAGES = ["digital signature", "client auth"]
+CURRENT = "kubelet-client-current.pem"
+#: how often a pending request is looked at again
+POLL = 0.5
+
+
+class BootstrapError(Exception):
+    """The certificate cannot be had: the request was denied or failed."""
+
+
+def _certificate(pem: bytes) -> x509.Certificate | None:
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError:
+        return None
+
+
+def still_valid(path: str, now: float) -> bool:
+    """Whether the kubeconfig at `path` exists and its client certificate is valid at `now`
+    (isClientConfigStillValid): then no bootstrap is needed."""
+    try:
+        with open(path) as f:
+            cfg = yaml.safe_load(f) or {}
+        user = (cfg.get("users") or [{}])[0].get("user") or {}
+        if user.get("client-certificate-data"):
+            pem = base64.b64decode(user["client-certificate-data"])
+        else:
+            with open(os.path.join(os.path.dirname(path), user.get("client-certificate") or ""), "rb") as f:
+                pem = f.read()
+    except (OSError, ValueError, AttributeError, IndexError, yaml.YAMLError):
+        return False
+    cert = _certificate(pem)
+    return cert is not None and cert.not_valid_before_utc.timestamp() <= now <= cert.not_valid_after_utc.timestamp()
+
+
+def _request(node_name: str, key) -> dict:
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
+                                    x509.NameAttribute(NameOID.COMMON_NAME, NODE_PREFIX + node_name)]))
+           .sign(key, hashes.SHA256()))
+    return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"generateName": "node-csr-"},
+            "spec": {"request": base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode(),
+                     "signerName": CLIENT_SIGNER, "usages": USAGES}}
+
+
+async def request_certificate(client, node_name: str, clock: Clock = REAL) -> bytes:
+    """A new key and its issued certificate, as one PEM (certificate, then key)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    csrs = client.resource("certificates.k8s.io", "v1", "certificatesigningrequests")
+    name = (await csrs.create(_request(node_name, key)))["metadata"]["name"]
+    log.info("waiting for certificate signing request %s to be approved and issued", name)
+    while True:
+        status = (await csrs.get(name)).get("status") or {}
+        for c in status.get("conditions") or ():
+            if c.get("type") in ("Denied", "Failed"):
+                raise BootstrapError(f"certificate signing request {name} is {c['type'].lower()}, reason: "
+                                     f"{c.get('reason', '')}, message: {c.get('message', '')}")
+        if status.get("certificate"):
+            return base64.b64decode(status["certificate"]) + private_pem(key)
+        await clock.sleep(POLL)
+
+
+def write_pem(cert_dir: str, pem: bytes) -> str:
+    """The certificate and key to `<cert_dir>/kubelet-client-current.pem` (replaced at once, 0600)."""
+    os.makedirs(cert_dir, mode=0o700, exist_ok=True)
+    path = os.path.join(cert_dir, CURRENT)
+    tmp = path + ".tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(pem)
+    os.replace(tmp, path)
+    return path
+
+
+def write_kubeconfig(path: str, server: str, ca: bytes, pem_path: str) -> None:
+    """The kubeconfig the kubelet writes once bootstrapped (writeKubeconfigFromBootstrapping's
+    names), its user the PEM file holding certificate and key."""
+    cluster = {"server": server, **({"certificate-authority-data": base64.b64encode(ca).decode()} if ca else {})}
+    cfg = {"apiVersion": "v1", "kind": "Config",
+           "clusters": [{"name": "default-cluster", "cluster": cluster}],
+           "users": [{"name": "default-auth", "user": {"client-certificate": pem_path, "client-key": pem_path}}],
+           "contexts": [{"name": "default-context", "context": {"cluster": "default-cluster", "user": "default-auth",
+                                                                "namespace": "default"}}],
+           "current-context": "default-context"}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    os.replace(tmp, path)
+
+
+async def bootstrap(kubeconfig_path: str, bootstrap_path: str, cert_dir: str, node_name: str, client_factory,
+                    clock: Clock = REAL) -> None:
+    """LoadClientCert: nothing when `kubeconfig_path` holds a valid certificate; else one asked for
+    with the bootstrap kubeconfig's credentials (`client_factory(credentials)` makes the started
+    client; it is closed here) and written with a kubeconfig at `kubeconfig_path`."""
+    if still_valid(kubeconfig_path, clock.now()):
+        log.info("the kubeconfig %s holds a valid client certificate: no bootstrap needed", kubeconfig_path)
+        return
+    creds = kubeconfig.load(bootstrap_path, env={})
+    client = await client_factory(creds)
+    try:
+        pem = await request_certificate(client, node_name, clock)
+    finally:
+        await client.close()
+    write_kubeconfig(kubeconfig_path, creds.server, creds.ca, write_pem(cert_dir, pem))
+    log.info("bootstrapped: wrote the client certificate to %s and the kubeconfig %s", cert_dir, kubeconfig_path)
+
+
+def rotation_deadline(pem: bytes) -> float:
+    """When to ask for the next certificate: a random point 70 to 90% into this one's life
+    (the certificate manager's jittered deadline)."""
+    cert = _certificate(pem)
+    start, end = cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
+    return start + (end - start) * random.uniform(0.7, 0.9)
+
+
+async def rotate(client, node_name: str, pem_path: str, clock: Clock = REAL) -> None:
+    """Forever: at each certificate's deadline, a new one for the node, asked for as the node,
+    written over `pem_path` and loaded into the client's TLS context for the connections it opens."""
+    while True:
+        with open(pem_path, "rb") as f:
+            deadline = rotation_deadline(f.read())
+        await clock.sleep(max(0.0, deadline - clock.now()))
+        try:
+            pem = await request_certificate(client, node_name, clock)
+        except Exception as e:  # whatever failed (the server away, a denial): tried again a little later
+            log.warning("rotating the client certificate failed: %s", e)
+            await clock.sleep(30.0)
+            continue
+        write_pem(os.path.dirname(pem_path), pem)
+        client.creds.ssl.load_cert_chain(pem_path)
+        log.info("rotated the client certificate in %s", pem_path)

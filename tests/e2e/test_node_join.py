@@ -1,0 +1,164 @@
+"""A node joins as upstream's do with kubeadm: an admin creates a bootstrap token Secret; the token
+authenticates as system:bootstrap:<id> (an expired one does not, and the token cleaner deletes
+its Secret); cluster-info is readable without credentials and the bootstrap signer's JWS of it
+verifies with the token; `nanokube kubelet --bootstrap-kubeconfig` has its client certificate
+approved and issued, writes its kubeconfig, registers a Ready node and runs a pod bound to it, and
+stops on SIGTERM. Everything it makes is removed after it (the session's cluster)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import signal
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import wait_for
+
+TOKEN_ID, TOKEN_SECRET = "join61", "s3cr3tt0k3n00061"
+EXPIRED_ID = "gone61"
+NODE = "joined-61"
+NAMESPACE = "node-join"
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    return session_cluster
+
+
+def _token(token_id: str, **extra: str) -> str:
+    data = {"token-id": token_id, "token-secret": TOKEN_SECRET, "usage-bootstrap-authentication": "true", **extra}
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+                           "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
+                           "stringData": data})
+
+
+def _admin(cluster) -> tuple[str, bytes]:
+    """The server's URL and CA, from the admin kubeconfig."""
+    cfg = yaml.safe_load(open(cluster.kubeconfig))["clusters"][0]["cluster"]
+    return cfg["server"], base64.b64decode(cfg["certificate-authority-data"])
+
+
+def _call(cluster, path: str, token: str = "", body: dict | None = None) -> tuple[int, dict]:
+    """(status, JSON body) of a request with `token` as its bearer token, or none at all."""
+    server, ca = _admin(cluster)
+    req = urllib.request.Request(server + path, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(req, context=ssl.create_default_context(cadata=ca.decode()), timeout=20) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+@pytest.fixture(scope="module")
+def token(cluster):
+    cluster.kubectl("apply", "-f", "-", input=_token(
+        TOKEN_ID, **{"usage-bootstrap-signing": "true", "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
+                     "expiration": "2099-01-01T00:00:00Z"}))
+    yield f"{TOKEN_ID}.{TOKEN_SECRET}"
+    cluster.kubectl("delete", "secret", "-n", "kube-system", f"bootstrap-token-{TOKEN_ID}", "--ignore-not-found")
+
+
+def test_a_bootstrap_token_authenticates_until_it_expires(cluster, token):
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    code, got = _call(cluster, "/apis/authentication.k8s.io/v1/selfsubjectreviews", token, review)
+    assert code == 201, got
+    assert got["status"]["userInfo"] == {"username": f"system:bootstrap:{TOKEN_ID}", "groups": [
+        "system:bootstrappers", "system:bootstrappers:kubeadm:default-node-token", "system:authenticated"]}
+    cluster.kubectl("apply", "-f", "-", input=_token(EXPIRED_ID, expiration="2020-01-01T00:00:00Z"))
+    code, got = _call(cluster, "/api", f"{EXPIRED_ID}.{TOKEN_SECRET}")
+    assert (code, got["reason"]) == (401, "Unauthorized")
+    # the token cleaner deletes the expired token's Secret
+    wait_for(lambda: not cluster.kubectl("get", "secret", "-n", "kube-system", f"bootstrap-token-{EXPIRED_ID}",
+                                         "--ignore-not-found", "-o", "name").stdout.strip(), what="the expired token deleted")
+
+
+def test_cluster_info_is_public_and_signed_with_the_token(cluster, token):
+    def signed():
+        code, cm = _call(cluster, "/api/v1/namespaces/kube-public/configmaps/cluster-info")  # no credentials
+        assert code == 200, cm
+        return cm if f"jws-kubeconfig-{TOKEN_ID}" in cm["data"] else None
+
+    data = wait_for(signed, what="cluster-info signed by the token")["data"]
+    kubeconfig = yaml.safe_load(data["kubeconfig"])
+    server, ca = _admin(cluster)
+    assert kubeconfig["clusters"][0]["cluster"] == {"server": server,
+                                                    "certificate-authority-data": base64.b64encode(ca).decode()}
+    header, payload, signature = data[f"jws-kubeconfig-{TOKEN_ID}"].split(".")
+    assert payload == ""  # detached: the content is the ConfigMap's kubeconfig
+    assert json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "HS256", "kid": TOKEN_ID}
+    expected = hmac.new(TOKEN_SECRET.encode(), f"{header}.{_b64url(data['kubeconfig'].encode())}".encode(),
+                        hashlib.sha256).digest()
+    assert signature == _b64url(expected)
+
+
+def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
+    server, ca = _admin(cluster)
+    bootstrap = tmp_path / "bootstrap-kubelet.conf"
+    bootstrap.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "tls-bootstrap",
+        "clusters": [{"name": "join", "cluster": {"server": server,
+                                                  "certificate-authority-data": base64.b64encode(ca).decode()}}],
+        "users": [{"name": "bootstrap", "user": {"token": token}}],
+        "contexts": [{"name": "tls-bootstrap", "context": {"cluster": "join", "user": "bootstrap"}}]}))
+    kubelet_conf, log_path = tmp_path / "kubelet.conf", tmp_path / "kubelet.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap),
+                                 "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--secure-port", "0"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        def ready():
+            node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json", "--ignore-not-found").stdout or "null")
+            return node and any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+        wait_for(ready, what=f"node {NODE} Ready")
+        csrs = [c for c in cluster.kubectl_json("get", "csr")["items"]
+                if c["spec"]["username"] == f"system:bootstrap:{TOKEN_ID}"]
+        assert len(csrs) == 1
+        assert csrs[0]["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"
+        assert [(c["type"], c["status"], c["reason"], c["message"]) for c in csrs[0]["status"]["conditions"]] == [
+            ("Approved", "True", "AutoApproved", "Auto approving kubelet client certificate after SubjectAccessReview.")]
+        assert csrs[0]["status"]["certificate"]
+        whoami = json.loads(cluster.kubectl("--kubeconfig", str(kubelet_conf), "auth", "whoami", "-o", "json").stdout)
+        assert whoami["status"]["userInfo"]["username"] == f"system:node:{NODE}"
+        assert "system:nodes" in whoami["status"]["userInfo"]["groups"]
+        assert cluster.kubectl_json("get", "lease", "-n", "kube-node-lease", NODE)["spec"]["holderIdentity"] == NODE
+
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-joined"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": NODE},
+                     "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}))
+
+        def running():
+            pod = cluster.kubectl_json("get", "pod", "-n", NAMESPACE, "on-joined")
+            return pod if pod["status"].get("phase") == "Running" else None
+
+        assert wait_for(running, what="the pod Running on the joined node")["spec"]["nodeName"] == NODE
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        text = log_path.read_text()
+        assert "forbidden" not in text, text  # its pod's kube-root-ca.crt watch by name is a node's to make
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", "--ignore-not-found")
+        cluster.kubectl("delete", "node", NODE, "--ignore-not-found")
+        for c in cluster.kubectl_json("get", "csr")["items"]:
+            if c["spec"]["username"] == f"system:bootstrap:{TOKEN_ID}":
+                cluster.kubectl("delete", "csr", c["metadata"]["name"])
