@@ -20,10 +20,10 @@ log = logging.getLogger("nanokube")
 
 #: every subcommand but `up` (this module's): the module that adds its parser and runs it
 COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager": "cli_controller_manager",
-            "proxy": "cli_proxy", "scheduler": "cli_scheduler", "simulate": "cli_simulate"}
+            "proxy": "cli_proxy", "scheduler": "cli_scheduler", "simulate": "cli_simulate", "kubelet": "cli_kubelet"}
 #: the commands that run components, which take component-base's logging flags (machinery/logs.py);
 #: the others are clients, whose few records keep Python's form
-LOGGED = ("up", "controller-manager", "proxy", "scheduler", "simulate")
+LOGGED = ("up", "controller-manager", "proxy", "scheduler", "simulate", "kubelet")
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -151,6 +151,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .store.backends import open_store
     from .apiserver.admission import admission_flag_problem
     from .apiserver.admission.config_file import plugin_configs
+    from . import clusterinfo
     from .zpages import flags
     try:  # the nodes' knobs from the environment and the client limits, judged before anything starts
         node_opts = node_options()
@@ -255,6 +256,7 @@ async def _up(args: argparse.Namespace) -> int:
             return 1
     write_kubeconfig(kubeconfig, server.url, pki)
     connect = connector(server.rest)
+    await clusterinfo.publish(connect(clusterinfo.KUBEADM_USER, "kubeadm"), server.url, pki.ca.cert_pem)
     try:
         # kube-controller-manager's --kube-api-qps/--kube-api-burst: each controller's client, the shared
         # informers' and the lease's a bucket of its own (by default 20/s after a burst of 30)
@@ -397,6 +399,9 @@ def _identity(data_dir: str) -> str:
     return f"{socket.gethostname()}_up-{hashlib.sha256(data_dir.encode()).hexdigest()[:10]}"
 
 
+#: kubeadm's --controllers for kube-controller-manager: the default ones and the bootstrap token controllers
+KUBEADM_CONTROLLERS = "*,bootstrapsigner,tokencleaner"
+
 #: every process-runtime node is a network namespace with its own kube-proxy: a test-bench size
 PROCESS_RUNTIME_MAX_NODES = 64
 
@@ -479,9 +484,10 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",
                     help="in-process (default; it holds the kube-system/kube-scheduler Lease while it schedules), or "
                          "none (for external `nanokube scheduler` processes)")
-    up.add_argument("--controllers", default="*",
-                    help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
-                         "(for an external `nanokube controller-manager`)")
+    up.add_argument("--controllers", default=KUBEADM_CONTROLLERS,
+                    help=f"controllers to run in-process: '*' (those on by default), NAME, -NAME, comma-separated; '' "
+                         f"runs none (for an external `nanokube controller-manager`); default {KUBEADM_CONTROLLERS!r}, "
+                         f"as kubeadm runs kube-controller-manager")
     up.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                     help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL})")
     up.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
