@@ -2,8 +2,8 @@
 authenticates as system:bootstrap:<id> (an expired one does not, and the token cleaner deletes
 its Secret); cluster-info is readable without credentials and the bootstrap signer's JWS of it
 verifies with the token; `nanokube kubelet --bootstrap-kubeconfig` has its client certificate
-approved and issued, writes its kubeconfig, registers a Ready node and runs a pod bound to it, and
-stops on SIGTERM. Everything it makes is removed after it (the session's cluster)."""
+approved and issued, writes its kubeconfig, registers a Ready node, answers /healthz, runs a pod
+bound to it, and stops on SIGTERM. Everything it makes is removed after it (the session's cluster)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -116,9 +117,13 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
         "users": [{"name": "bootstrap", "user": {"token": token}}],
         "contexts": [{"name": "tls-bootstrap", "context": {"cluster": "join", "user": "bootstrap"}}]}))
     kubelet_conf, log_path = tmp_path / "kubelet.conf", tmp_path / "kubelet.log"
+    with socket.socket() as s:  # a free port for its endpoints
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap),
-                                 "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--secure-port", "0"],
+                                 "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--bind-address", "127.0.0.1",
+                                 "--secure-port", str(port)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         def ready():
@@ -137,6 +142,9 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
         assert whoami["status"]["userInfo"]["username"] == f"system:node:{NODE}"
         assert "system:nodes" in whoami["status"]["userInfo"]["groups"]
         assert cluster.kubectl_json("get", "lease", "-n", "kube-node-lease", NODE)["spec"]["holderIdentity"] == NODE
+        insecure = ssl._create_unverified_context()  # its serving certificate is a self-signed one
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=insecure, timeout=10) as r:
+            assert r.read() == b"ok"
 
         cluster.kubectl("create", "namespace", NAMESPACE)
         cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=yaml.safe_dump({
