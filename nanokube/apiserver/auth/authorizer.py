@@ -14,7 +14,9 @@ from aiohttp import web
 
 from ...machinery import errors
 from ...machinery.meta import without_zero_creation
+from ...machinery.selectors import field_requirements
 from ...machinery.user import User
+from ...machinery.validation import path_segment_name
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "HEAD": "get"}
@@ -93,8 +95,25 @@ def attributes_for(method: str, path: str, query) -> Attributes:
         verb = "delete" if name else "deletecollection"
     else:
         verb = _VERBS.get(method, "")  # OPTIONS and the like: no verb, which only "*" grants
-    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name,
-                      query.get("fieldSelector", "") if verb in ("list", "watch") else "")
+    fields = query.get("fieldSelector", "") if verb in ("list", "watch") else ""
+    if fields and not name:
+        name = _selected_name(fields)
+    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name, fields)
+
+
+def _selected_name(field_selector: str) -> str:
+    """The name a list or watch's fieldSelector pins (a `metadata.name=` term), else "". Upstream's
+    RequestInfo takes it as the request's name, so RBAC's resourceNames and the Node authorizer may
+    allow a list or watch of that one object (how a kubelet watches its pods' Secrets), and audit
+    names it."""
+    try:
+        terms = field_requirements(field_selector)
+    except errors.APIError:
+        return ""
+    for field, equal, value in terms:
+        if field == "metadata.name" and equal:
+            return "" if path_segment_name(value) else value
+    return ""
 
 
 _ATTRIBUTES = web.RequestKey("nanokube.attributes", Attributes)

@@ -117,22 +117,11 @@ class NodeAuthorizer:
         return None
 
     def referenced_rule(self, node: str, a: Attributes) -> Decision | None:
-        """A node reads (get, or list/watch of one by its metadata.name, which upstream's request
-        info takes as the name: the kubelet's watch of a volume's object) what its pods use."""
-        if a.verb in ("list", "watch") and not a.name:
-            a = a._replace(name=self._selected_name(a))
-        elif a.verb != "get" or not a.name:
+        """A node reads (get, or list/watch of one by its metadata.name, which the request's
+        attributes take as its name: the kubelet's watch of a volume's object) what its pods use."""
+        if a.verb not in ("get", "list", "watch") or not a.name:
             return self._deny(node)
         return self._referenced(node, a)
-
-    @staticmethod
-    def _selected_name(a: Attributes) -> str:
-        """The name a list's fieldSelector pins (one `metadata.name=` term, nothing else), else ""."""
-        try:
-            terms = field_requirements(a.field_selector)
-        except APIError:
-            return ""
-        return terms[0][2] if len(terms) == 1 and terms[0][:2] == ("metadata.name", True) else ""
 
     def _referenced(self, node: str, a: Attributes) -> Decision | None:
         if not a.name:

@@ -68,7 +68,7 @@ def test_node_identity_needs_the_group():
     ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=web-tls"}, True),
     ("GET", "/api/v1/namespaces/default/configmaps", {"fieldSelector": "metadata.name=web-conf", "watch": "true"}, True),
     ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=db-pass"}, False),
-    ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=web-tls,type=x"}, False),
+    ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name=web-tls,type=x"}, True),
     ("GET", "/api/v1/namespaces/default/secrets", {"fieldSelector": "metadata.name!=db-pass"}, False),
     ("GET", "/api/v1/namespaces/default/configmaps/web-conf", {}, True),
     ("POST", "/api/v1/namespaces/default/serviceaccounts/builder/token", {}, True),
