@@ -34,7 +34,7 @@ _GROUP = re.compile(r"^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$")
 
 def parse_token(token: str) -> tuple[str, str] | None:
     """(id, secret) of a bootstrap token, None for anything else (another authenticator's)."""
-    m = _TOKEN.match(token)
+    m = _TOKEN.fullmatch(token)  # (`$` alone lets a trailing newline through)
     return (m.group(1), m.group(2)) if m else None
 
 
@@ -70,7 +70,7 @@ def groups(secret: dict) -> list[str]:
     out = {GROUP}
     extra = data(secret, EXTRA_GROUPS_KEY)
     for g in extra.split(",") if extra else ():
-        if not _GROUP.match(g):
+        if not _GROUP.fullmatch(g):
             raise ValueError(f"{g!r} is not a valid bootstrap group name (must match {_GROUP.pattern})")
         out.add(g)
     return sorted(out)

@@ -73,6 +73,7 @@ async def test_every_failed_check_is_a_401(tmp_path):
         _secret(**{"token-id": "abcdeg"}),  # the Secret names another id
         _secret(type_="Opaque"),
         _secret(**{"auth-extra-groups": "system:masters"}),  # only system:bootstrappers:... groups
+        _secret(**{"auth-extra-groups": "system:bootstrappers:a\n"}),  # matched whole, as Go's \A...\z
         _secret(name="bootstrap-token-abcdeg"),  # not the token's Secret
     ]
     async with served(tmp_path) as (server, api_client):
