@@ -16,7 +16,6 @@ as immutable by every reader.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import functools
 import heapq
 import itertools
@@ -440,7 +439,6 @@ class WatchCache:
         #: blocks (SortedList), as one list's insort or del moved every later key (~50 us at 100,000 Events)
         self._keys: dict[str, SortedList] = {}
         self._events: deque[CacheEvent] = deque()
-        self._event_revs: deque[int] = deque()
         self._oldest = 0  # lists at an earlier revision may read any rev >= this
         #: each bucket's watchers in the order they started (a dict, not a set: a set of objects iterates in
         #: address order, which differs run to run, and the order watchers are handed an event decides
@@ -607,7 +605,6 @@ class WatchCache:
         self._keys = {rp: SortedList(objs) for rp, objs in fresh.items()}
         self.stats.initialized(fresh)
         self._events.clear()
-        self._event_revs.clear()
         for history in self._history.values():  # as upstream's Replace empties its history, keeping its capacity
             history.clear()
         self._trimmed.clear()
@@ -674,7 +671,6 @@ class WatchCache:
         history.append(cev)
         self.rev = rev
         self._events.append(cev)
-        self._event_revs.append(rev)
         if len(self._events) > _DECODED_HISTORY:
             past = self._events[-_DECODED_HISTORY - 1]
             if past.prev is not None:
@@ -682,8 +678,7 @@ class WatchCache:
             if past.type == DELETED:
                 past.entry.keep_encoded()
         while len(self._events) > self.window:  # (a window made smaller drops the excess)
-            self._events.popleft()
-            self._oldest = self._event_revs.popleft()
+            self._oldest = self._events.popleft().rev
         recent = self._recent
         if len(recent) >= _ENCODED_MEMO:
             recent.popitem(last=False)
@@ -1135,11 +1130,20 @@ class WatchCache:
         return hi - lo, [(k, objs[k]) for k in keys[lo:end]]
 
     def _scan_at(self, rp: str, prefix: str, after: str, limit: int, rev: int) -> tuple[int, list[tuple[str, Entry]]]:
-        if rev < self._oldest:
+        """`scan` at an earlier revision, from the resource's own history where it reaches `rev`
+        (upstream's cacher serves such a list from its snapshot at `rev`, which it keeps as long as
+        its history), else from the window of all resources' events (etcd's history, which upstream
+        then asks)."""
+        if rev >= self._reach(rp):
+            events = self._history.get(rp, ())
+        elif rev >= self._oldest:
+            events = self._events
+        else:
             raise Compacted(rev, self._oldest)
-        since = len(self._events) - bisect.bisect_right(self._event_revs, rev)
         then: dict[str, Entry | None] = {}  # each key the events since `rev` touched: its entry at `rev`
-        for ev in itertools.islice(reversed(self._events), since):  # newest first: the oldest event's `prev` stays
+        for ev in reversed(events):  # newest first: the oldest event's `prev` stays
+            if ev.rev <= rev:
+                break
             if ev.key.startswith(prefix) and ev.key > after:
                 then[ev.key] = ev.prev
         keys = self._keys.get(rp) or SortedList()
@@ -1189,17 +1193,25 @@ class WatchCache:
         resources' writes never age it; a revision past the resource's newest event is served
         from the state at the cache's revision (no events)."""
         rp = _bucket(prefix)
-        history = self._history.get(rp, ())
-        oldest = history[0].rev if rp in self._trimmed else self._listed + 1
-        if rev < oldest - 1:
-            raise Compacted(rev, oldest - 1)
+        reach = self._reach(rp)
+        if rev < reach:
+            raise Compacted(rev, reach)
         tail = []  # taken from the end: a watch resumes from a recent revision
-        for e in reversed(history):
+        for e in reversed(self._history.get(rp, ())):
             if e.rev <= rev:
                 break
             tail.append(e)
         tail.reverse()
         return tail if rp == prefix else [e for e in tail if e.key.startswith(prefix)]
+
+    def _reach(self, rp: str) -> int:
+        """The oldest revision after which resource `rp`'s history holds every event (upstream's
+        oldest servable one, less one)."""
+        return self._history[rp][0].rev - 1 if rp in self._trimmed else self._listed
+
+    def reaches(self, prefix: str, rev: int) -> bool:
+        """Whether a list of `prefix` at revision `rev` (not newer than the cache's) can be served (`scan`)."""
+        return rev >= self._oldest or rev >= self._reach(_bucket(prefix))
 
     def add_watcher(self, w: Watcher) -> None:
         self._watchers.setdefault(_bucket(w.prefix), {})[w] = None

@@ -800,7 +800,7 @@ class GenericREST:
                     await self.cache.sync()
                     if want > self.cache.rev:
                         raise _too_large_resource_version(want, self.cache.rev, retry=0)
-                if want < self.cache.oldest_revision:
+                if not self.cache.reaches(res.key_prefix(namespace), want):
                     raise errors.gone("The resourceVersion for the provided list is too old.")
             try:
                 await self.cache.wait_for(want, FUTURE_RV_WAIT)

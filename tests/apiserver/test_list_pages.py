@@ -41,8 +41,10 @@ async def test_a_selected_page_has_no_remaining_count_and_continues_while_anythi
 
 async def test_an_exact_revision_the_cache_cannot_serve_is_answered_as_etcd_answers_it():
     """resourceVersionMatch=Exact past the current revision is GetList's ErrFutureRev (504 Too large,
-    with no retry hint); one older than the oldest kept is ErrCompacted's 410."""
+    with no retry hint); one older than both the resource's history and the window of all
+    resources' events (etcd's history) is ErrCompacted's 410."""
     server = APIServer(MemoryStore(), None, port=0)
+    server.cache.capacity_min = server.cache.capacity_max = 1
     await server.start()
     cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
     try:

@@ -100,6 +100,7 @@ async def test_a_continued_list_is_the_snapshot_of_its_first_page(stack, cms):
 
 
 async def test_a_continue_token_older_than_the_cache_window_is_expired_with_a_token_for_the_latest(stack, cms):
+    stack.rest.cache.capacity_min = stack.rest.cache.capacity_max = 1  # each resource's history: its newest event
     for i in range(3):
         await cms.create(cm(f"cm{i:02d}"))
     res = cms.res

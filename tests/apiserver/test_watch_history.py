@@ -2,12 +2,16 @@
 resumes from any resourceVersion its resource's history reaches, whatever other resources wrote
 meanwhile, and one from older than it is 410 Expired "too old resource version: R (oldest - 1)". The
 history starts at 100 events and drops its oldest once full with events older than 75 s (it doubles
-while they are fresher). Over HTTP, through the official client, on a virtual clock."""
+while they are fresher). A list at an earlier revision (a continue token's, Exact) is served from it
+too, as upstream's cacher serves one from its snapshots. Over HTTP, through the official client, on a
+virtual clock."""
 
 import asyncio
 
 import orjson
+import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver.cache import CAPACITY_MIN, EVENT_FRESH
 from nanokube.clock import VirtualClock
@@ -95,3 +99,32 @@ async def test_a_watch_from_a_version_no_event_of_its_resource_has_starts_at_the
                                       sendInitialEvents="true", resourceVersionMatch="NotOlderThan", allowWatchBookmarks="true")
         assert [e["type"] for e in got] == ["ADDED"] * (CAPACITY_MIN + 10) + ["BOOKMARK"]
         assert got[-1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_a_quiet_resource_s_list_at_a_revision_outlives_a_flood_of_another_s_writes(tmp_path):
+    """Past the window of all resources' events (50 here: etcd's history, which upstream asks for a
+    list its cache cannot serve), a continue token and an Exact list are served from the resource's
+    own history; one older than both is 410, as etcd's ErrCompacted."""
+    clock = VirtualClock()
+    async with served(tmp_path, clock=clock) as (server, api):
+        server.cache.window = 50
+        core = client.CoreV1Api(api)
+        for name in ("a", "b", "c"):
+            await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": name}})
+        first = await asyncio.to_thread(core.list_namespaced_config_map, "default", limit=1)
+        await asyncio.to_thread(core.delete_namespaced_config_map, "b", "default")
+        rvs = await _flood(core, clock, 0, CAPACITY_MIN, 50)
+        assert server.cache.oldest_revision > int(rvs[0])
+
+        rest = await asyncio.to_thread(core.list_namespaced_config_map, "default", limit=5, _continue=first.metadata._continue)
+        assert [o.metadata.name for o in first.items + rest.items] == ["a", "b", "c"]  # as they were
+        assert rest.metadata.resource_version == first.metadata.resource_version
+        exact = await asyncio.to_thread(core.list_namespaced_event, "default", resource_version=rvs[60],
+                                        resource_version_match="Exact")
+        assert [o.metadata.name for o in exact.items] == sorted(f"e{i}" for i in range(61))
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.list_namespaced_event, "default", resource_version=rvs[0],
+                                    resource_version_match="Exact")
+        status = orjson.loads(e.value.body)
+        assert (e.value.status, status["reason"], status["message"]) == (
+            410, "Expired", "The resourceVersion for the provided list is too old.")

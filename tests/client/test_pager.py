@@ -62,7 +62,7 @@ async def test_a_list_in_pages_is_read_at_its_first_page_s_revision(tmp_path):
 
 
 async def test_a_continue_token_that_expired_gives_way_to_one_full_list(tmp_path):
-    async with served(tmp_path, window=2) as (client, _):
+    async with served(tmp_path, window=2, history=2) as (client, _):
         cms = client.resource("", "v1", "configmaps")
         await fill(cms)
 
