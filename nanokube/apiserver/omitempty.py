@@ -61,6 +61,14 @@ def nulled(name: str) -> dict[str, type | None]:
     return _empties()[1].get(name, {})
 
 
+def required(name: str) -> dict[str, type]:
+    """The required value scalars of built-in definition `name` tagged without omitempty, by field
+    (`str`, `int`, `bool`): left out of the object that holds them, one decodes as its zero, which
+    upstream stores and serves (a container status's `restartCount: 0`, `imageID: ""`, a
+    condition's `message: ""`). None outside the reviewed types."""
+    return _required().get(name, {})
+
+
 def empties(name: str) -> dict[str, type]:
     """The omitempty lists (`list`), maps (`dict`) and byte strings (`str`: base64 of a []byte) of
     built-in definition `name`, by field: sent empty, one is unset. None outside the reviewed types."""
@@ -134,6 +142,27 @@ def _fields() -> dict[str, frozenset[str]]:
             out[name] = omit - NOT_OMITEMPTY.get(name, frozenset())
         elif name in OMITEMPTY_SCALARS:
             out[name] = OMITEMPTY_SCALARS[name]
+    return out
+
+
+@functools.cache
+def _required() -> dict[str, dict[str, type]]:
+    from .protobuf import TABLE
+
+    defs, out = k8s.definitions(), {}
+    for name in _scope():
+        table = TABLE.get("k8s.io." + name.removeprefix("io.k8s."))
+        props, wanted = defs[name].get("properties") or {}, set(defs[name].get("required") or ())
+        if not table or not wanted:
+            continue
+        found = {}
+        for json_name, _type, flags in table.values():
+            prop = props.get(json_name) or {}
+            kind = _SCALAR_ZEROS.get(prop.get("type")) if isinstance(prop.get("type"), str) else None
+            if json_name in wanted and flags == "" and kind is not None and prop.get("format") not in ("byte", "date-time"):
+                found[json_name] = kind
+        if found:
+            out[name] = found
     return out
 
 

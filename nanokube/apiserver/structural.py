@@ -14,7 +14,9 @@ Null is accepted everywhere and decodes as Go does: a null list item or map
 value is the zero value of its type (`{}`, `""`, `0`, `false`), so
 `volumes: [null]` is a volume without a name and `data: {"a": null}` is
 `{"a": ""}`; a null struct field is unset (the key is dropped) unless it is a
-required scalar, which Go keeps as its zero value (`value: null` is `0`), or
+scalar tagged without omitempty, which Go keeps as its zero value (`value: null` is `0`), as
+it does one left out of an object sent (a container status without `restartCount` is served
+`restartCount: 0`: omitempty.required; a required one tagged omitempty goes, as any), or
 a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
 omitzero since 1.33: a template's `creationTimestamp: null` is dropped). A built-in's
 metav1.Time is kept as Go marshals it once parsed: UTC to the second, and the zero time
@@ -165,7 +167,8 @@ class _Compiler:
         from . import omitempty
 
         checker = self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
-                            omitempty.held(name), omitempty.nulled(name), _time_fields(name))[0]
+                            omitempty.held(name), {**omitempty.nulled(name), **omitempty.required(name)},
+                            _time_fields(name))[0]
         return _remembering_clean(checker) if name in _REMEMBERED else checker
 
     def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
@@ -213,7 +216,7 @@ class _Compiler:
             go = struct or "struct"
             fields = {k: self.node(v) for k, v in (props or {}).items()}
             required = set(node.get("required") or ())
-            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required, empty or {},
+            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit, empty or {},
                                  hold, null, times), dict), go
         return _accept, "interface {}"
 
