@@ -28,18 +28,36 @@ class EncryptedStore(Store):
 
     def __init__(self, inner: Store, resources: Resources) -> None:
         self.inner = inner
-        self.resources = resources
+        self._resources = resources
+        #: a key's resource segment -> its transformer (None: stored as it is), for the resources written so far
+        self._by_segment: dict[str, object] = {}
         #: key -> why its stored value does not read (see the module's doc)
         self.unreadable: dict[str, str] = {}
         #: key -> (the ciphertext this server just wrote, its plaintext): its own write's event
         #: hands the plaintext on without decrypting it again
         self._written: dict[str, tuple[bytes, bytes]] = {}
 
+    @property
+    def resources(self) -> Resources:
+        return self._resources
+
+    @resources.setter
+    def resources(self, resources: Resources) -> None:
+        """A reloaded configuration, from the next value on."""
+        self._resources = resources
+        self._by_segment = {}
+
     def _transformer(self, key: str):
-        """The key's resource's transformer; None for a key outside the registry."""
+        """The key's resource's transformer (IDENTITY where no provider names it: stored as it is,
+        refused where encrypted); None for a key outside the registry."""
         if not key.startswith(_REGISTRY):
             return None
-        return self.resources.for_resource(key[len(_REGISTRY):].partition("/")[0])
+        segment = key[len(_REGISTRY):key.find("/", len(_REGISTRY))]
+        try:
+            return self._by_segment[segment]
+        except KeyError:
+            t = self._by_segment[segment] = self._resources.for_resource(segment)
+            return t
 
     def _read(self, kv: KV | None) -> KV | None:
         """`kv` with its value decrypted; TransformError where it does not read."""
@@ -66,7 +84,7 @@ class EncryptedStore(Store):
     @staticmethod
     def _mine(kv: KV, value: bytes) -> KV:
         """The KV the store answered a write with, holding the plaintext written."""
-        return KV(kv.key, value, kv.create_revision, kv.mod_revision)
+        return kv if kv.value is value else KV(kv.key, value, kv.create_revision, kv.mod_revision)
 
     def _mismatch(self, e: RevisionMismatch) -> RevisionMismatch:
         try:
