@@ -16,6 +16,7 @@ from .apf import FlowControl
 from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
+from .identitygc import IdentityLeaseGC
 from .ipaddresses import ORPHAN_GRACE, IPAddressRepair, ServiceCIDRRanges, ensure_default_service_cidr
 from .reservations import NodePortRepair
 from .kubernetes_service import KubernetesService
@@ -39,9 +40,10 @@ async def start_loops(server, writer: bool = True) -> list:
 
     With several API server processes on one store (workers.py) only worker 0 is the `writer`:
     the loops that write objects on their own (IPAddress repair, ComponentStatuses, the APIService
-    registration of CRD groups, the identity Lease and StorageVersions, the `kubernetes` Service, the
-    system namespaces, the CRD naming, establishing and finalizer controllers) run once, as each would otherwise race
-    its twins over the same objects, and the identity Lease names the host, not a process. Every
+    registration of CRD groups, the identity Lease, its garbage collector and StorageVersions, the
+    `kubernetes` Service, the system namespaces, the CRD naming, establishing and finalizer
+    controllers) run once, as each would otherwise race its twins over the same objects, and the
+    identity Lease names the host, not a process. Every
     worker runs what serving needs from its own informers and watch cache: CRDs served as their
     objects change (whichever worker wrote them), the ServiceCIDRs its Service allocator
     allocates from, API Priority and Fairness (the FlowSchema status loop holds its informers and
@@ -60,7 +62,7 @@ async def start_loops(server, writer: bool = True) -> list:
         loops = [IPAddressRepair(loopback, services, grace, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
                  apf_status,
                  ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
-                 APIServerIdentity(server), KubernetesService(server), SystemNamespaces(server), crds]
+                 APIServerIdentity(server), IdentityLeaseGC(server), KubernetesService(server), SystemNamespaces(server), crds]
         if server.workers > 1:
             loops.append(NodePortRepair(server, ORPHAN_GRACE))
     else:
