@@ -104,12 +104,18 @@ class Reviews:
         ns = (body.get("spec") or {}).get("namespace") or ""
         if not ns:
             raise errors.bad_request("no namespace on request")
-        resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, ns)
+        unresolved: list[str] = []
+        resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, ns, unresolved)
         status = rules_review_status(resource_rules, non_resource_rules)
         unlisted = self.unlisted(user.name, user.groups) if self.unlisted is not None else []
-        if unlisted:  # (upstream's union of rule resolvers: their errors aggregated, one without brackets)
+        if unlisted:
             status["incomplete"] = True
-            status["evaluationError"] = unlisted[0] if len(unlisted) == 1 else f"[{', '.join(unlisted)}]"
+        # upstream's union of rule resolvers: their errors aggregated (flattened, each once, one without
+        # brackets); RBAC's (a binding's role not found) leave the rules complete. The authorizer reads
+        # roles through informers' listers, whose NotFound names the resource in the singular
+        failures = list(dict.fromkeys(unlisted + [e.replace("roles.rbac.", "role.rbac.", 1) for e in unresolved]))
+        if failures:
+            status["evaluationError"] = failures[0] if len(failures) == 1 else f"[{', '.join(failures)}]"
         return _answer({"apiVersion": body.get("apiVersion")}, "SelfSubjectRulesReview", status)
 
     async def _self_subject(self, body: dict, user: User, namespace: str | None) -> dict:

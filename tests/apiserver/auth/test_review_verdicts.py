@@ -3,7 +3,8 @@ from the authorizer chain (its union: the first to allow or deny decides): `deni
 webhook denies, not where none allows (AlwaysDeny and the Node authorizer have no opinion, so a later
 authorizer may still allow), `evaluationError` where a webhook fails, which makes a refused request a
 500; SelfSubjectRulesReview's `incomplete` and `evaluationError` for a node, whose Node-authorizer
-rules cannot be listed, with and without --authorization-config."""
+rules cannot be listed, with and without --authorization-config, and RBAC's errors (a binding's
+role not found), which leave the rules complete."""
 
 from __future__ import annotations
 
@@ -46,6 +47,24 @@ async def test_a_nodes_rules_review_is_incomplete_as_the_node_authorizer_cannot_
         for name, group in (("system:node-agents", NODE_GROUPS), ("alice", "devs")):
             status = await rules_review(as_user(api, name, group))
             assert (status.incomplete, status.evaluation_error) == (False, None), name
+        # a binding whose role is not found is RBAC's error: the rules it lists stay complete
+        rbac = client.RbacAuthorizationV1Api(api)
+        for kind, create in (("ClusterRole", rbac.create_cluster_role_binding),
+                             ("Role", lambda b: rbac.create_namespaced_role_binding("default", b))):
+            await asyncio.to_thread(create, {
+                "metadata": {"name": f"gone-{kind.lower()}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": "gone"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]})
+        for _ in range(100):  # the bindings reach RBAC through the watch cache
+            status = await rules_review(as_user(api, "alice", "devs"))
+            if (status.evaluation_error or "").startswith("["):
+                break
+            await asyncio.sleep(0.05)
+        assert status.incomplete is False
+        assert status.evaluation_error == ('[clusterrole.rbac.authorization.k8s.io "gone" not found, '
+                                           'role.rbac.authorization.k8s.io "gone" not found]')
+        node = await rules_review(as_user(api, "system:node:n1", NODE_GROUPS))
+        assert node.evaluation_error == "node authorizer does not support user rule resolution"  # not bound to devs
 
 
 
