@@ -122,10 +122,31 @@ def load(explicit: str | None = None, context: str | None = None, env: Mapping[s
                        anonymous, ca)
 
 
+class _ServerNameContext(ssl.SSLContext):
+    """A client TLS context that sends and verifies `tls_server_name` in place of the host dialled:
+    the cluster entry's tls-server-name, for a server reached at an address its certificate does
+    not name (one API server of several behind an address of its own, a tunnel, a port forward)."""
+
+    tls_server_name = ""
+
+    def wrap_socket(self, sock, server_side=False, do_handshake_on_connect=True, suppress_ragged_eofs=True,
+                    server_hostname=None, session=None):
+        return super().wrap_socket(sock, server_side, do_handshake_on_connect, suppress_ragged_eofs,
+                                   self.tls_server_name or server_hostname, session)
+
+    def wrap_bio(self, incoming, outgoing, server_side=False, server_hostname=None, session=None):
+        return super().wrap_bio(incoming, outgoing, server_side, self.tls_server_name or server_hostname, session)
+
+
 def _trust(cluster: _Entry) -> ssl.SSLContext:
     """A TLS context that verifies the server as the cluster entry says."""
     ca = _material(cluster, "certificate-authority", required=False)
-    ctx = ssl.create_default_context(cadata=ca.decode() if ca else None)
+    ctx = _ServerNameContext(ssl.PROTOCOL_TLS_CLIENT)  # ssl.create_default_context's settings, on the subclass
+    if ca:
+        ctx.load_verify_locations(cadata=ca.decode())
+    else:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    ctx.tls_server_name = str(cluster.value.get("tls-server-name") or "")
     if cluster.value.get("insecure-skip-tls-verify"):
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE

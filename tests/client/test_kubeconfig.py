@@ -73,3 +73,40 @@ def test_relative_certificate_paths_resolve_against_their_file(tmp_path):
         "users": [{"name": "u", "user": {}}]}))
     with pytest.raises(kubeconfig.KubeconfigError, match=f"{d / 'config'}: cannot read certificate-authority: .*{d / 'missing-ca.crt'}"):
         kubeconfig.load(str(d / "config"))
+
+
+async def test_tls_server_name_is_the_name_the_server_certificate_is_checked_against(tmp_path):
+    """kubectl's tls-server-name: an API server dialled at an address its certificate does not name
+    (here 127.0.0.2; `up` names 127.0.0.1, its advertised address and the kubernetes Service's)."""
+    from nanokube.apiserver.app import APIServer
+    from nanokube.client.http import HTTPClient
+    from nanokube.pki.ca import ensure_pki
+    from nanokube.pki.kubeconfig import write_kubeconfig
+    from nanokube.store.memory import MemoryStore
+
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, host="127.0.0.2", port=0)
+    await server.start()
+    try:
+        path = tmp_path / "kubeconfig"
+        write_kubeconfig(str(path), server.url, pki)
+        cfg = yaml.safe_load(path.read_text())
+
+        async def namespaces(server_name: str | None) -> str:
+            if server_name is not None:
+                cfg["clusters"][0]["cluster"]["tls-server-name"] = server_name
+            path.write_text(yaml.safe_dump(cfg))
+            c = HTTPClient.from_kubeconfig(str(path))
+            try:
+                await c.start()
+                return (await c.resource("", "v1", "namespaces").get("default"))["metadata"]["name"]
+            except Exception as e:  # the TLS handshake's refusal, however the client wraps it
+                return "refused" if "certificate verify failed" in str(e) else repr(e)
+            finally:
+                await c.close()
+
+        assert await namespaces(None) == "refused"
+        assert await namespaces("kubernetes.default.svc") == "default"
+        assert await namespaces("not-named.example") == "refused"
+    finally:
+        await server.stop()
