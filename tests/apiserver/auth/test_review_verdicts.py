@@ -68,6 +68,13 @@ async def test_a_nodes_rules_review_is_incomplete_as_the_node_authorizer_cannot_
 
 
 
+def admin_of(server) -> client.ApiClient:
+    """A client for the server's admin (system:masters, whom every authorizer chain allows)."""
+    with tempfile.TemporaryDirectory() as d:
+        write_kubeconfig(f"{d}/k", server.url, server.pki)
+        return kubeconfig.new_client_from_config(config_file=f"{d}/k")
+
+
 async def access_review(admin: client.ApiClient, user: str, groups: list[str], resource: str, namespace: str) -> dict:
     """A SubjectAccessReview's status, as the server serializes it."""
     review = {"spec": {"user": user, "groups": groups,
@@ -81,9 +88,7 @@ async def test_only_a_webhook_denies_and_always_deny_leaves_the_decision_to_the_
     text = config(webhook).replace("authorizers:\n", "authorizers:\n- type: AlwaysDeny\n  name: never\n", 1)
     try:
         async with served_with(tmp_path, text) as (server, _):
-            with tempfile.TemporaryDirectory() as d:
-                write_kubeconfig(f"{d}/k", server.url, server.pki)
-                admin = kubeconfig.new_client_from_config(config_file=f"{d}/k")
+            admin = admin_of(server)
             try:
                 devs = ["devs"]
                 assert await access_review(admin, "dave", devs, "secrets", "team-a") == {  # the decider's reason alone
@@ -105,9 +110,7 @@ async def test_a_failing_webhook_is_an_evaluation_error_and_a_500_where_none_all
     webhook = Webhook(tmp_path)
     webhook.close()  # nobody answers at its address
     async with served_with(tmp_path, config(webhook, "NoOpinion")) as (server, api):
-        with tempfile.TemporaryDirectory() as d:
-            write_kubeconfig(f"{d}/k", server.url, server.pki)
-            admin = kubeconfig.new_client_from_config(config_file=f"{d}/k")
+        admin = admin_of(server)
         try:
             assert await access_review(admin, "dave", ["devs"], "pods", "team-a") == {
                 "allowed": False, "evaluationError": "webhook team-a failed: error"}
