@@ -214,13 +214,23 @@ class ClusterDNS:
         self._tcp: list[asyncio.Server] = []
         self._streams: set[asyncio.StreamWriter] = set()
 
+    async def _exists(self, services) -> bool:
+        try:
+            await services.get(NAME, NAMESPACE)
+        except APIError:
+            return False
+        return True
+
     async def start(self) -> None:
         """Make the Service (kubeadm's addon step: one a user made or changed is left as it is);
         where it serves, listen in its namespace and publish the address."""
+        services = self.client.resource("", "v1", "services")
         try:
-            await self.client.resource("", "v1", "services").create(service())
+            await services.create(service())
         except APIError as e:
-            if e.code != 409:
+            # a Service already there: 409, or 422 where allocating its ClusterIP comes first and finds the
+            # address taken, by that Service (a restart, a second API server; kubeadm ignores that too)
+            if e.code != 409 and not (e.code == 422 and await self._exists(services)):
                 log.warning("the %s Service was not made: %s", NAME, e.message)
         if not self.netns:
             return
