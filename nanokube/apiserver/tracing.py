@@ -144,18 +144,25 @@ class Tracing:
                 remote_span = trace.get_current_span(remote).get_span_context()
                 links = (Link(remote_span),) if remote_span.is_valid else ()
                 remote = None
-            name, route = _span_name(request)
-            with tracer.start_as_current_span(name, context=remote, kind=SpanKind.SERVER, links=links,
-                                              attributes=_server_attributes(request, route)) as span:
+            # otelhttp's operation name, and no attributes, until the sampler has kept the span: an
+            # unsampled request builds nothing more
+            with tracer.start_as_current_span("KubernetesAPI", context=remote, kind=SpanKind.SERVER,
+                                              links=links) as span:
+                recording = span.is_recording()
+                if recording:
+                    name, route = _span_name(request)
+                    span.update_name(name)
+                    span.set_attributes(_server_attributes(request, route))
                 token = _REQUEST.set(request)
                 try:
                     response = await dispatch(request)
                 finally:
                     _REQUEST.reset(token)
-                status = response.status
-                span.set_attribute("http.response.status_code", status)
-                if status >= 500:
-                    span.set_status(Status(StatusCode.ERROR))
+                if recording:
+                    status = response.status
+                    span.set_attribute("http.response.status_code", status)
+                    if status >= 500:
+                        span.set_status(Status(StatusCode.ERROR))
                 return response
 
         return traced
@@ -164,13 +171,16 @@ class Tracing:
 
     def child(self, name: str, method, attributes):
         """`method` (a coroutine function) in a span `name` under the traced request it runs for,
-        `attributes(request, *args)` its attributes; outside one, `method` as it is."""
+        `attributes(request, *args)` its attributes; outside one, or under one not sampled (whose
+        children would not be either), `method` as it is."""
+        from opentelemetry.trace import get_current_span
+
         tracer = self.tracer
 
         @functools.wraps(method)
         async def traced(*args, **kwargs):
             request = _REQUEST.get()
-            if request is None:
+            if request is None or not get_current_span().is_recording():
                 return await method(*args, **kwargs)
             with tracer.start_as_current_span(name, attributes=attributes(request, *args)):
                 return await method(*args, **kwargs)
