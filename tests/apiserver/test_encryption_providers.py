@@ -63,10 +63,14 @@ class Encrypted:
         return self.mem._data[k].value
 
 
-def metrics(s: Encrypted) -> dict:
+def metrics_of(enc: Encryption) -> dict:
     """The encryption metrics' samples by (name, sorted labels)."""
     return {(m.name, tuple(sorted(m.labels.items()))): m.value
-            for family in s.encryption.metrics.registry.collect() for m in family.samples}
+            for family in enc.metrics.registry.collect() for m in family.samples}
+
+
+def metrics(s: Encrypted) -> dict:
+    return metrics_of(s.encryption)
 
 
 def secret(name: str = "s1", value: bytes = b"hunter2") -> dict:
@@ -278,3 +282,26 @@ async def test_storage_version_migration_rewrites_stale_values(tmp_path):
                                       "application/apply-patch+yaml", namespace="default",
                                       field_manager="storage-version-migrator-controller")
         assert again["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+
+
+async def test_a_reload_whose_kms_plugin_is_away_keeps_the_last_good_configuration(tmp_path, plugin):
+    path = tmp_path / "enc.yaml"
+    write_config(path, aes("aescbc", ("k1", key(1))))
+    enc = Encryption(str(path), reload=True)
+    store = enc.wrap(MemoryStore())
+    assert [c.name for c in enc.checks()] == ["kms-providers"]
+    first = enc.resources
+    write_config(path, {"kms": {"apiVersion": "v2", "name": "away", "endpoint": f"unix://{tmp_path}/none.sock",
+                                "timeout": "1s"}})
+    enc.reload()
+    assert enc.resources is first and store.resources is first
+    assert metrics_of(enc)[("apiserver_encryption_config_controller_automatic_reloads_total", (
+        ("apiserver_id_hash", enc.metrics.id), ("status", "failure")))] == 1
+    # a healthy plugin's configuration is taken, and its check joins kms-providers
+    write_config(path, kms(plugin), aes("aescbc", ("k1", key(1))))
+    enc.reload()
+    assert store.resources is enc.resources is not first and len(enc.resources.kms) == 1
+    assert enc.checks()[0].run() is None
+    await store.create(SECRET_KEY, b'{"kind":"Secret"}')
+    assert store.inner._data[SECRET_KEY].value.startswith(b"k8s:enc:kms:v2:vault:")
+    enc.resources.close()
