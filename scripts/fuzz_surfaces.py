@@ -25,9 +25,27 @@ kind's create, against `nanokube up` (a temporary data dir, `--port 0`, started 
 - `ui`: the console's paths (traversal, encodings, odd methods, huge headers);
 - `restart`: objects of the gated groups created under up's default gates, then up restarted on the same
   data with every alpha gate off, then every beta one: each object read, written back and labelled;
-- `gates`: `up` started with each feature gate on and off (and --runtime-config keys off): it must start
-  or stop with one line and no traceback; once started, every listable resource is listed and a few
-  creates sent, none a 5xx.
+- `gates`: `up` started with each feature gate on and off (and --runtime-config keys off), the flag's odd
+  spellings first (empty parts, spaces, case, values ParseBool refuses, repeats): it must start or stop
+  with one line and no traceback; once started, every listable resource is listed and a few creates
+  sent, none a 5xx;
+
+fuzz61 (session 43) added:
+
+- `auth`: `up` with --authentication-config (two JWT issuers of the tests' jwt_issuer: claim and CEL
+  mappings, claim and user validation rules) and --authorization-config (a webhook answering each review
+  as drawn: slow, a byte a second, garbage, 8 MB, not HTTP, cut short, 500, 429, reset, then Node, RBAC);
+  drawn JWTs (odd claims, headers, signatures, segments) on requests and in TokenReviews; odd
+  SubjectAccessReview, SelfSubjectAccessReview, LocalSubjectAccessReview and SelfSubjectRulesReview
+  bodies; both files rewritten while it runs (good, broken, nested, huge, cut, not UTF-8, removed), and a
+  good token must authenticate once the good files are back;
+- `quota`: ResourceQuotas of drawn scopes, scopeSelectors and hard names, LimitRanges of drawn types and
+  bounds, then pods, PVCs and Services under them; `eviction`: pods under PodDisruptionBudgets of drawn
+  shape evicted with odd Eviction bodies and deleteOptions; `storage`: CSIDrivers, CSINodes,
+  VolumeAttachments (and their statuses), PVs, PVCs and pods naming the drivers; `bootstrap`: bootstrap
+  token Secrets of drawn fields and requests (CSRs of drawn PEMs among them) by tokens that match them or
+  nearly; `watch`: watches with drawn timeoutSeconds, bookmarks, sendInitialEvents, resourceVersion(Match),
+  selectors, limits and continues.
 
 Oracle: no 5xx (a webhook's, an adapter's, and a mutating policy's patch of the kind, upstream's too,
 aside), an answer within --slow seconds, every 4xx a Status of its code, /readyz after a broken
@@ -36,7 +54,7 @@ request, and no traceback in up's log. Broken requests are printed and written, 
 family (gates: all its starts together); the families run in the order given, on one `up`.
 
     .venv/bin/python scripts/fuzz_surfaces.py --seed 60 --minutes 2 shaped status psa policies crds dra \
-        workloads metrics ui restart gates
+        workloads metrics ui quota eviction storage bootstrap watch restart auth gates
 """
 
 from __future__ import annotations
@@ -90,7 +108,7 @@ class Probe:
 
     def __init__(self, kubeconfig: str, args, family: str):
         self.raw = Raw(kubeconfig, timeout=args.slow + 30)
-        self.args, self.family = args, family
+        self.kubeconfig, self.args, self.family = kubeconfig, args, family
         self.requests = self.broken = 0
         self.slowest = (0.0, "")
         self.codes: dict[int, int] = {}
@@ -98,8 +116,9 @@ class Probe:
         self.shown: set = set()
 
     def send(self, method: str, path: str, body=None, ctype="application/json", headers=None, expect=None,
-             cut: bool = False):
-        """One request, judged; `cut`: a body cut short is what the server must pass on (its backend's)."""
+             cut: bool = False, slow: float | None = None):
+        """One request, judged; `cut`: a body cut short is what the server must pass on (its backend's);
+        `slow`: the seconds this one may take, where upstream's too takes longer than --slow."""
         self.requests += 1
         t0 = time.monotonic()
         try:
@@ -112,7 +131,7 @@ class Probe:
         self.codes[code] = self.codes.get(code, 0) + 1
         if took > self.slowest[0]:
             self.slowest = (took, f"{method} {path}")
-        if took > self.args.slow:
+        if took > (slow or self.args.slow):
             self.report(method, path, body, f"answered {code} after {took:.1f} s")
         if code >= 500 and not _external(answer):
             self.report(method, path, body, f"{code}: {str(answer)[:600]}")
@@ -146,9 +165,22 @@ def _external(answer) -> bool:
     """A 5xx whose words say another server failed (a webhook, an aggregated API's backend)."""
     text = json.dumps(answer) if isinstance(answer, (dict, list)) else str(answer)
     # (a mutating policy's patch of the kind: upstream's decoding of the patched object fails, fuzz48)
-    return bool(re.search(r"failed calling webhook|service unavailable|error trying to reach service|"
+    # (an authorization webhook's failure: upstream's WithAuthorization answers its error as a 500; the
+    # eviction's Status 500 for two budgets and its propagateDryRun's error; a list's too-large version, a 504)
+    return bool(re.search(r"failed calling webhook|webhook \S+ failed: |more than one PodDisruptionBudget|"
+                          r"Non-matching dry-run options|Too large resource version|service unavailable|error trying to reach service|"
                           r"the server is currently unable|timeout|Timeout|unknown conversion|is registered for|adapter-said|^b'EOF",
                           text))
+
+
+def tracebacks(log: str) -> list[str]:
+    """Each traceback in a log: the line before it, its last frames and the exception's line."""
+    out = []
+    for m in re.finditer(r"Traceback \(most recent call last\):\n((?:[ \t].*\n)*)(.*)", log):
+        before = log[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        frames = [ln for ln in m.group(1).splitlines() if ln.strip() and not set(ln.strip()) <= {"^", "~"}]
+        out.append("\n".join([before, *frames[-8:], m.group(2)]))
+    return out
 
 
 def _status(answer, code: int) -> bool:
@@ -932,11 +964,19 @@ def family_gates(args, rng: random.Random, until: float, totals: dict) -> None:
     for name, spec in featuregates.KNOWN.items():
         flags += [["--feature-gates", f"{name}=true"], ["--feature-gates", f"{name}=false"]]
     flags += [["--feature-gates", "AllAlpha=true,AllBeta=true"], ["--feature-gates", "AllBeta=false"]]
+    # (fuzz61: the flag's own syntax: empty parts, spaces, case, values ParseBool refuses, repeats)
+    some = next(iter(featuregates.KNOWN))
+    odd = [["--feature-gates", v] for v in ("", ",", "=true", f"{some}", f"{some}=", f"{some}=maybe", f" {some}=true",
+                                               f"{some}=TRUE", f"{some}=1", f"{some}=t", f"{some.lower()}=true",
+                                               f"{some}=true,{some}=false", f"{some}=true,,", "AllAlpha=maybe",
+                                               "Bogus=true", "a=b=c", "\u00e9=true", "x" * 5000 + "=true")]
+    odd += [["--feature-gates", f"{some}=true", "--feature-gates", f"{some}=false"]]
     for key in ("resource.k8s.io/v1", "scheduling.k8s.io/v1beta1", "admissionregistration.k8s.io/v1beta1",
                 "resource.k8s.io/v1beta2", "batch/v1", "apps/v1", "autoscaling/v2", "policy/v1", "storage.k8s.io/v1",
                 "api/alpha", "api/beta", "certificates.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3"):
         flags += [["--runtime-config", f"{key}=false"], ["--runtime-config", f"{key}=true"]]
     rng.shuffle(flags)
+    flags = odd + flags  # (the syntax first: a short run covers it)
     for flag in flags:
         if time.monotonic() > until:
             break
@@ -1039,13 +1079,745 @@ def family_restart(args, rng: random.Random, until: float, totals: dict) -> None
         shutil.rmtree(d, ignore_errors=True)
 
 
+# --- fuzz61: the authentication and authorization configs, JWTs, the webhook authorizer, reviews -----
+
+#: what the webhook authorizer does with one review (the fuzzer picks per request)
+WEBHOOK_MODES = ("allow", "deny", "noopinion", "garbage", "status-string", "huge", "slow", "drip", "500", "429",
+                 "reset", "no-length", "empty", "html", "deep", "cut", "not-http")
+
+
+def _webhook_handler(modes: list[str]):
+    """An authorization webhook's handler answering each review as `modes[0]` says."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            mode = modes[0]
+            status = {"allowed": mode == "allow", "denied": mode == "deny", "reason": "fz61 " + mode}
+            body = json.dumps({**review, "status": status}).encode()
+            code, ctype = 200, "application/json"
+            if mode == "garbage":
+                body = b"\x00{not json"
+            elif mode == "status-string":
+                body = json.dumps({**review, "status": "allowed"}).encode()
+            elif mode == "huge":
+                body = json.dumps({**review, "status": {**status, "reason": "x" * 8_000_000}}).encode()
+            elif mode == "slow":
+                time.sleep(4)  # (past the webhook's 3 s timeout)
+            elif mode in ("500", "429"):
+                code = int(mode)
+            elif mode == "html":
+                body, ctype = b"<html>no</html>", "text/html"
+            elif mode == "deep":
+                body = b'{"status":' + b"[" * 5000 + b"]" * 5000 + b"}"
+            elif mode == "empty":
+                body = b""
+            if mode == "not-http":
+                self.wfile.write(b"SSH-2.0-OpenSSH\r\n\r\n")
+                self.close_connection = True
+                return
+            if mode == "not-http":
+                self.wfile.write(b"SSH-2.0-OpenSSH\r\n\r\n")
+                self.close_connection = True
+                return
+            if mode == "reset":
+                self.connection.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_LINGER,
+                                           b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                self.connection.close()
+                return
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            if code == 429:
+                self.send_header("Retry-After", "1")
+            if mode in ("no-length", "cut"):
+                self.send_header("Connection", "close")
+                if mode == "cut":  # (a length the body never reaches)
+                    self.send_header("Content-Length", str(len(body) + 100))
+            else:
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if mode == "drip":  # a byte a second for 10 s: each read within the timeout, the whole past it
+                for b in body[:10]:
+                    self.wfile.write(bytes([b]))
+                    self.wfile.flush()
+                    time.sleep(1)
+                body = body[10:]
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    return Handler
+
+
+class _InThread:
+    """An async context manager (the test issuer's server) entered on an event loop of its own thread."""
+
+    def __init__(self, cm):
+        import asyncio
+        import threading
+
+        self.cm, self.loop = cm, asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.value = asyncio.run_coroutine_threadsafe(cm.__aenter__(), self.loop).result(30)
+
+    def close(self):
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self.cm.__aexit__(None, None, None), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _jwt(rng: random.Random, issuer, other) -> str:
+    """A token of a drawn shape: mostly well signed by `issuer` with odd claims, else malformed."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    now = int(time.time())
+    kid, key = issuer.keys[-1]
+    claims = {"iss": issuer.url, "aud": "nanokube", "sub": "alice", "iat": now, "exp": now + 600,
+              "hd": "example.com", "groups": ["dev"], "uid": "u-1", "tenant": "blue", "email": "a@example.com",
+              "email_verified": True}
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        k = rng.choice([*claims, "nbf", "x"])
+        claims[k] = rng.choice([None, "", 5, -1, 1.5, 2**63 - 1, 1e300, True, [], ["a", 5], {}, {"a": [None]}, "x" * 5000,
+                                "system:admin", "\u202e", [now], now - 10_000, now + 10**9, "é" * 300, [""] * 300, [{}],
+                                [[1]], [None], {"a": 1}, "nanokube", ["nanokube", {}]])
+        if rng.random() < 0.1:
+            claims.pop(k, None)
+    if rng.random() < 0.1:
+        claims["iss"] = rng.choice([other.url, issuer.url + "/", issuer.url.upper(), 5, None])
+    header = {"alg": "RS256", "kid": kid, "typ": "JWT"}
+    if rng.random() < 0.3:
+        header[rng.choice(["alg", "kid", "typ", "crit", "jku"])] = rng.choice(
+            ["none", "HS256", "ES256", "PS256", "RS512", "", 5, None, "key-99", [kid], "x" * 3000])
+    enc = [_b64(json.dumps(header).encode()), _b64(json.dumps(claims).encode())]
+    if rng.random() < 0.05:
+        enc[rng.randrange(2)] = rng.choice(["", "!!!", "e30", _b64(b"[1]"), _b64(b"\xff\xfe"), _b64(b"{" * 3000),
+                                            _b64(b'{"iss":"%s","exp":1e999}' % issuer.url.encode()), "a" * 200_000])
+    signing = ".".join(enc)
+    sig = _b64(key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256()))
+    if header.get("alg") == "PS256":
+        sig = _b64(key.sign(signing.encode(), padding.PSS(padding.MGF1(hashes.SHA256()), 32), hashes.SHA256()))
+    r = rng.random()
+    if r < 0.1:
+        sig = rng.choice(["", "AAAA", sig[:-4], sig + "AA", "!" * 10, sig.upper()])
+    token = f"{signing}.{sig}"
+    if r > 0.95:
+        token = rng.choice([token + ".x", token.replace(".", "..", 1), " " + token, token[:40], "a.b.c", "..", ".",
+                            token + "\u00e9", token * 3])
+    return token
+
+
+def _config_variant(rng: random.Random, good: list[str], kind: str) -> str:
+    """A file for a reload: one of the good ones, or a broken, huge or cut one."""
+    head = f"apiVersion: apiserver.config.k8s.io/v1\nkind: {kind}\n"
+    r = rng.random()
+    if r < 0.5:
+        return rng.choice(good)
+    text = rng.choice(good)
+    return rng.choice([
+        "", head, text[: rng.randrange(len(text))], text + "\nx: 1\n", text.replace("v1\n", "v2\n", 1),
+        head + "[" * 2000 + "]" * 2000, "[" * 5000, text + "#" + "x" * 3_000_000 + "\n", head + "jwt: 5\n",
+        head + "authorizers: [{type: RBAC, name: rbac}, {type: RBAC, name: rbac2}]\n",
+        head + "anonymous: {enabled: false}\n", text.replace("nanokube]", "nanokube, " + ", ".join(f"a{i}" for i in range(5000)) + "]"),
+        text.replace("timeout: 3s", rng.choice(["timeout: 0s", "timeout: 31s", "timeout: -1s", "timeout: 1e9h"])),
+        text.replace("has(request", "has(request.x.y) && has(request"), text.replace("claim: sub", "expression: 'claims.sub + 1'"),
+        text + "\xff", text.replace("\n", "\r\n"), "\ufeff" + text,
+    ])
+
+
+def family_auth(args, rng: random.Random, until: float, totals: dict) -> None:
+    """`up` with --authentication-config (two JWT issuers: claim and CEL mappings, validation rules) and
+    --authorization-config (a webhook that answers each review as drawn: slow, a byte a second, garbage,
+    8 MB, 500, 429, reset..., then Node and RBAC): drawn tokens on requests and in TokenReviews, odd
+    SubjectAccessReview, SelfSubjectAccessReview and SelfSubjectRulesReview bodies by admin and by token
+    users; both files rewritten while it runs (good, broken, huge, cut, removed)."""
+    from tests.apiserver.auth.jwt_issuer import Issuer
+    from tests.apiserver.auth.test_authorization_config import Webhook
+
+    d = Path(tempfile.mkdtemp(prefix="fz61-auth-"))
+    issuers = [_InThread(Issuer().served()), _InThread(Issuer().served())]
+    a, b = issuers[0].value, issuers[1].value
+    modes = ["allow"]
+    webhook = Webhook(d)
+    webhook.httpd.RequestHandlerClass = _webhook_handler(modes)
+    webhook.httpd.handle_error = lambda *a: None  # (the server hanging up on a slow answer)
+    authn_good = [a.config(), a.config(
+        "    username:\n      claim: sub\n      prefix: 'oidc:'\n    groups:\n      expression: 'claims.groups.map(g, \"g:\" + g)'\n"
+        "    uid:\n      claim: uid\n    extra:\n    - key: example.com/tenant\n      valueExpression: 'has(claims.tenant) ? claims.tenant : \"\"'\n",
+        "  claimValidationRules:\n  - claim: hd\n    requiredValue: example.com\n  - expression: 'claims.exp - claims.iat <= 3600'\n"
+        "  userValidationRules:\n  - expression: \"!user.username.startsWith('oidc:system:')\"\n")]
+    second = b.config("    username:\n      expression: 'claims.email_verified ? claims.email : \"x\"'\n    groups:\n      expression: 'claims.groups'\n")
+    authn_good.append(authn_good[1] + second[second.index("jwt:\n") + 5:])
+    authz_good = [f"""apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+- type: Webhook
+  name: fuzz
+  webhook:
+    timeout: 3s
+    authorizedTTL: {t}
+    unauthorizedTTL: {t}
+    subjectAccessReviewVersion: {v}
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: {policy}
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: {webhook.kubeconfig}
+    matchConditions:
+    - expression: has(request.resourceAttributes) || request.user.startsWith('oidc:')
+- type: Node
+  name: node
+- type: RBAC
+  name: rbac
+""" for t, v, policy in (("1s", "v1", "NoOpinion"), ("5m", "v1beta1", "Deny"), ("10ms", "v1", "Deny"))]
+    authn, authz = d / "authn.yaml", d / "authz.yaml"
+    authn.write_text(authn_good[2])
+    authz.write_text(authz_good[0])
+    totals["starts"] = totals.get("starts", 0) + 1
+    server = start_cluster(d / "up", args.store, ("--authentication-config", str(authn), "--authorization-config", str(authz)))
+    p = Probe(server.kubeconfig, args, "auth")
+    bearer = _bearer(p)
+    try:
+        p.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+        p.send("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "metadata": {"name": "fz61-oidc-view"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "Group", "name": "g:dev", "apiGroup": "rbac.authorization.k8s.io"}]})
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+            modes[0] = rng.choice(WEBHOOK_MODES)
+            if n % 40 == 0:
+                target, good, kind = rng.choice([(authn, authn_good, "AuthenticationConfiguration"),
+                                                 (authz, authz_good, "AuthorizationConfiguration")])
+                if rng.random() < 0.1:
+                    target.unlink(missing_ok=True)
+                else:
+                    text = _config_variant(rng, good, kind)
+                    target.write_bytes(text.encode("utf-8", "surrogateescape") if "\xff" not in text
+                                       else text.replace("\xff", "").encode() + b"\xff")
+                if rng.random() < 0.5:  # a file written in two steps, read between them
+                    time.sleep(rng.choice([0.0, 0.5, 1.1]))
+                    target.write_text(rng.choice(good))
+            token = _jwt(rng, rng.choice([a, b]), rng.choice([a, b]))
+            what = rng.random()
+            ns = rng.choice([NS, "kube-system", "default"])
+            if what < 0.5:
+                method, path, body = rng.choice([
+                    ("GET", f"/api/v1/namespaces/{ns}/pods", None), ("GET", "/api/v1/nodes?limit=1", None),
+                    ("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1",
+                                                                                  "kind": "SelfSubjectReview"}),
+                    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", {"spec": {"namespace": ns}}),
+                    ("GET", "/version", None), ("GET", "/apis", None), ("GET", "/livez", None)])
+                try:
+                    _send_as(p, bearer, method, path, body, token)
+                except Exception as e:  # http.client refuses what it cannot send: nothing reached the server
+                    print(f"(not sent: {e!r:.100})")
+            elif what < 0.7:
+                body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+                if rng.random() < 0.3:
+                    body["spec"]["audiences"] = rng.choice([[], ["nanokube"], ["x"] * 500, [""], None, "nanokube", [5]])
+                if rng.random() < 0.1:
+                    body["spec"] = rng.choice([None, [], "x", {"token": 5}, {"token": ""}, {"token": "x" * 2_000_000}])
+                p.send("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body)
+            else:
+                kind = rng.choice(["SubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
+                                   "LocalSubjectAccessReview"])
+                plural = kind.lower() + "s"
+                spec = _review_spec(rng, kind, ns)
+                url = (f"/apis/authorization.k8s.io/v1/namespaces/{ns}/{plural}" if kind.startswith("Local")
+                       else f"/apis/authorization.k8s.io/v1/{plural}")
+                body = {"apiVersion": "authorization.k8s.io/v1", "kind": kind, "metadata": {"name": "x"}, "spec": spec}
+                if rng.random() < 0.3 and kind.startswith("Self"):
+                    _send_as(p, bearer, "POST", url, body, _jwt(random.Random(0), a, b))
+                else:
+                    p.send("POST", url, body)
+        for target, good in ((authn, authn_good[2]), (authz, authz_good[0])):
+            target.write_text(good)
+        time.sleep(2.5)
+        modes[0] = "allow"
+        code, _, answer = _send_as(p, bearer, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                   {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                                   a.token(hd="example.com", groups=["dev"], uid="u-1", tenant="blue"))
+        if code != 201:  # the good files were applied again: the reload loops are alive
+            p.report("POST", "selfsubjectreviews", None, f"a good token after the good files: {code} {str(answer)[:300]}")
+    finally:
+        server.stop()
+        webhook.close()
+        for i in issuers:
+            i.close()
+        log = server.log_path.read_text(errors="replace")
+        for tb in tracebacks(log):
+            print(f"BROKEN auth: a traceback in up's log:\n{tb}", flush=True)
+            p.broken += 1
+        print(f"auth: {p.requests} requests, {p.broken} broken, codes {dict(sorted(p.codes.items()))}, "
+              f"slowest {p.slowest[0]:.2f} s ({p.slowest[1][:100]})", flush=True)
+        totals["requests"] = totals.get("requests", 0) + p.requests
+        totals["broken"] = totals.get("broken", 0) + p.broken
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _bearer(p: Probe) -> Raw:
+    """A connection to p's server without the admin's client certificate (a bearer token's own)."""
+    import ssl
+
+    bearer = Raw(p.kubeconfig, timeout=p.args.slow + 30)
+    bearer.ctx = ssl.create_default_context()
+    bearer.ctx.check_hostname, bearer.ctx.verify_mode = False, ssl.CERT_NONE
+    return bearer
+
+
+def _send_as(p: Probe, bearer: Raw, method: str, path: str, body, token: str):
+    """One request by a bearer token alone (no client certificate), judged as p.send judges."""
+    raw, p.raw = p.raw, bearer
+    try:
+        return p.send(method, path, body, headers={"Authorization": "Bearer " + token})
+    finally:
+        p.raw = raw
+
+
+def _review_spec(rng: random.Random, kind: str, ns: str):
+    """A review's spec, mostly plausible, sometimes of odd shape."""
+    if kind == "SelfSubjectRulesReview":
+        return rng.choice([{"namespace": ns}, {}, {"namespace": ""}, {"namespace": 5}, None, {"namespace": "x" * 300}])
+    ra = {k: rng.choice(v) for k, v in (("namespace", [ns, "", "*", None]), ("verb", ["get", "list", "*", "", "x" * 300]),
+                                         ("group", ["", "apps", "*"]), ("resource", ["pods", "secrets", "*", ""]),
+                                         ("subresource", ["", "status", "exec"]), ("name", ["", "a", "*"]),
+                                         ("version", ["", "v1", "*"])) if rng.random() < 0.7}
+    if rng.random() < 0.2:
+        ra["fieldSelector"] = rng.choice([{"rawSelector": "a=b"}, {"requirements": [{"key": "a", "operator": "In",
+                                                                                    "values": ["b"]}]},
+                                          {"rawSelector": "a=b", "requirements": [{"key": "a", "operator": "Bogus"}]},
+                                          {"requirements": [{"operator": "Exists", "values": ["x"]}]}, "a=b", 5])
+    if rng.random() < 0.2:
+        ra["labelSelector"] = rng.choice([{"rawSelector": "a in ("}, {"requirements": [{"key": "a", "operator": "Gt",
+                                                                                       "values": ["x"]}]}, [], {}])
+    spec = {"resourceAttributes": ra} if rng.random() < 0.8 else {"nonResourceAttributes": rng.choice([
+        {"path": "/healthz", "verb": "get"}, {"path": "", "verb": ""}, {"path": "*"}, {"path": 5}])}
+    if rng.random() < 0.1:
+        spec["nonResourceAttributes"] = {"path": "/x", "verb": "get"}
+    if kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
+        spec.update({k: rng.choice(v) for k, v in (("user", ["alice", "", "system:admin", "oidc:alice", "x" * 500]),
+                                                    ("groups", [["g:dev"], [], ["system:masters"], [""], None, "g"]),
+                                                    ("uid", ["", "u"]),
+                                                    ("extra", [{}, {"a": ["b"]}, {"a": None}, {"": [""]}, {"a": "b"}]))
+                     if rng.random() < 0.7})
+    return spec if rng.random() < 0.95 else rng.choice([None, [], "x", {"x": 1}])
+
+
+# --- fuzz61: quota scopes and LimitRanges, evictions, storage objects, bootstrap tokens, watch parameters --
+
+QUOTA_SCOPES = ["Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass",
+                "CrossNamespacePodAffinity", "VolumeAttributesClass", "bogus", "", "terminating"]
+QUOTA_RESOURCES = ["pods", "count/pods", "requests.cpu", "limits.memory", "cpu", "memory", "requests.storage",
+                   "persistentvolumeclaims", "count/deployments.apps", "count/foo.example.com", "requests.nvidia.com/gpu",
+                   "services.loadbalancers", "x", "", "hugepages-2Mi", "requests.ephemeral-storage",
+                   "gold.storageclass.storage.k8s.io/requests.storage", "count/resourceclaims.resource.k8s.io",
+                   "gpu.deviceclass.resource.k8s.io/devices", "attributes"]
+
+
+def _pod_resources(rng: random.Random) -> dict:
+    out = {}
+    for part in ("requests", "limits"):
+        if rng.random() < 0.6:
+            out[part] = {rng.choice(["cpu", "memory", "ephemeral-storage", "nvidia.com/gpu", "hugepages-2Mi"]):
+                         rng.choice(QUANTITIES) for _ in range(rng.choice([1, 1, 2]))}
+    return out
+
+
+def family_quota(p: Probe, rng: random.Random, until: float) -> None:
+    """Namespaces with ResourceQuotas of drawn scopes, scopeSelectors and hard resources, and LimitRanges of
+    drawn types and bounds; then pods, PVCs and claims created there (admission reads both), the quota
+    updated and deleted under them."""
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        ns = f"q-{n}"
+        p.send("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+        for i in range(rng.choice([1, 1, 2])):
+            spec: dict = {"hard": {rng.choice(QUOTA_RESOURCES): rng.choice(QUANTITIES) for _ in range(rng.choice([1, 2, 3]))}}
+            if rng.random() < 0.5:
+                spec["scopes"] = rng.sample(QUOTA_SCOPES, rng.choice([1, 1, 2]))
+            if rng.random() < 0.5:
+                spec["scopeSelector"] = {"matchExpressions": [{
+                    k: v for k, v in (("scopeName", rng.choice(QUOTA_SCOPES)),
+                                      ("operator", rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt", ""])),
+                                      ("values", rng.choice([["high"], [], None, ["a", "b"], [""], ["x" * 300]])))
+                    if v is not None or rng.random() < 0.2} for _ in range(rng.choice([0, 1, 2]))]}
+            p.send("POST", f"/api/v1/namespaces/{ns}/resourcequotas", {"metadata": {"name": f"rq{i}"}, "spec": spec})
+        if rng.random() < 0.7:
+            limits = []
+            for _ in range(rng.choice([1, 2, 3])):
+                item: dict = {"type": rng.choice(["Container", "Pod", "PersistentVolumeClaim", "bogus", ""])}
+                for field in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                    if rng.random() < 0.4:
+                        item[field] = {rng.choice(["cpu", "memory", "storage", "ephemeral-storage", "nvidia.com/gpu"]):
+                                       rng.choice(QUANTITIES)}
+                limits.append(item)
+            p.send("POST", f"/api/v1/namespaces/{ns}/limitranges", {"metadata": {"name": "lr"}, "spec": {"limits": limits}})
+        for i in range(4):
+            r = rng.random()
+            if r < 0.6:
+                spec = {"containers": [{"name": "c", "image": "busybox", "resources": _pod_resources(rng)}]}
+                if rng.random() < 0.3:
+                    spec["priorityClassName"] = rng.choice(["system-cluster-critical", "high", "x"])
+                if rng.random() < 0.3:
+                    spec["activeDeadlineSeconds"] = rng.choice([1, 30, 0, -1])
+                if rng.random() < 0.2:
+                    spec["initContainers"] = [{"name": "i", "image": "busybox", "resources": _pod_resources(rng)}]
+                if rng.random() < 0.2:
+                    spec["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname", "namespaces": ["x"], "labelSelector": {}}]}}
+                if rng.random() < 0.15:
+                    spec["resources"] = _pod_resources(rng)
+                p.send("POST", f"/api/v1/namespaces/{ns}/pods" + ("?dryRun=All" if rng.random() < 0.3 else ""),
+                       {"metadata": {"name": f"p{i}"}, "spec": spec})
+            elif r < 0.85:
+                p.send("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", {"metadata": {"name": f"c{i}"}, "spec": {
+                    "accessModes": ["ReadWriteOnce"], "resources": _pod_resources(rng) or {"requests": {"storage": "1Gi"}},
+                    **({"storageClassName": rng.choice(["gold", "", "standard"])} if rng.random() < 0.5 else {}),
+                    **({"volumeAttributesClassName": rng.choice(["vac", ""])} if rng.random() < 0.2 else {})}})
+            else:
+                p.send("POST", f"/api/v1/namespaces/{ns}/services", {"metadata": {"name": f"s{i}"}, "spec": {
+                    "type": rng.choice(["LoadBalancer", "NodePort", "ClusterIP"]), "ports": [{"port": 80}]}})
+        if rng.random() < 0.5:
+            p.send("PATCH", f"/api/v1/namespaces/{ns}/resourcequotas/rq0", {"spec": {"hard": {
+                rng.choice(QUOTA_RESOURCES): rng.choice(QUANTITIES)}, "scopes": rng.choice([None, ["BestEffort"], ["x"]])}},
+                ctype="application/merge-patch+json")
+        if rng.random() < 0.3:
+            p.send("PATCH", f"/api/v1/namespaces/{ns}/resourcequotas/rq0/status", {"status": {
+                "hard": {"pods": rng.choice(QUANTITIES)}, "used": {rng.choice(QUOTA_RESOURCES): rng.choice(QUANTITIES)}}},
+                ctype="application/merge-patch+json")
+        if n % 8 == 0:
+            p.send("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def _delete_options(rng: random.Random):
+    """An Eviction's deleteOptions, sometimes odd."""
+    opts = {}
+    for key, values in (("gracePeriodSeconds", [0, 1, 30, -1, 2**63 - 1, -(2**63), "5", None]),
+                        ("preconditions", [{"uid": "x"}, {"resourceVersion": "1"}, {"uid": ""}, {}, None, "x"]),
+                        ("propagationPolicy", ["Background", "Foreground", "Orphan", "bogus", "", None]),
+                        ("orphanDependents", [True, False, None]),
+                        ("dryRun", [["All"], [], ["x"], "All", None, ["All", "All"]]),
+                        ("ignoreStoreReadErrorWithClusterBreakingPotential", [True, False, None]),
+                        ("kind", ["DeleteOptions", "Eviction", 5]), ("apiVersion", ["v1", "policy/v1", "meta.k8s.io/v1", "x"])):
+        if rng.random() < 0.25:
+            opts[key] = rng.choice(values)
+    return opts if rng.random() < 0.95 else rng.choice([None, [], "x", 5])
+
+
+def family_eviction(p: Probe, rng: random.Random, until: float) -> None:
+    """Pods (Pending, bound to the node, some terminating or with finalizers) under PodDisruptionBudgets of
+    drawn shape, evicted with odd Eviction bodies and deleteOptions; the disruption controller and the
+    eviction's retries read what is left."""
+    code, _, nodes = p.send("GET", "/api/v1/nodes")
+    node_names = [n["metadata"]["name"] for n in (nodes.get("items") or [])] if code == 200 else []
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        label = {"app": f"e{n % 5}"}
+        if n % 5 == 0 or n < 6:
+            spec: dict = {"selector": rng.choice([{"matchLabels": label}, {}, {"matchExpressions": [
+                {"key": "app", "operator": rng.choice(["In", "Exists", "Bogus"]), "values": [label["app"]]}]}])}
+            key = rng.choice(["minAvailable", "maxUnavailable", "both", None])
+            for k in (("minAvailable", "maxUnavailable") if key == "both" else (key,) if key else ()):
+                spec[k] = rng.choice([0, 1, 2, "50%", "100%", "0%", "101%", -1, "x", "1.5%"])
+            if rng.random() < 0.4:
+                spec["unhealthyPodEvictionPolicy"] = rng.choice(["IfHealthyBudget", "AlwaysAllow", "x", ""])
+            p.send("POST", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+                   {"metadata": {"name": f"pdb{n % 5}"}, "spec": spec})
+        name = f"ev{n}"
+        pod: dict = {"metadata": {"name": name, "labels": label}, "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                                                                           "terminationGracePeriodSeconds": rng.choice([0, 1, 30])}}
+        if node_names and rng.random() < 0.5:
+            pod["spec"]["nodeName"] = rng.choice(node_names)
+        if rng.random() < 0.2:
+            pod["metadata"]["finalizers"] = ["example.com/hold"]
+        p.send("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            body: dict = {"apiVersion": rng.choice(["policy/v1", "policy/v1beta1", "v1", "policy/v2"]), "kind": "Eviction",
+                          "metadata": {"name": rng.choice([name, name, "other", ""]), "namespace": rng.choice([NS, NS, "x"])}}
+            opts = _delete_options(rng)
+            if opts or rng.random() < 0.3:
+                body["deleteOptions"] = opts
+            if rng.random() < 0.05:
+                body = rng.choice([{}, [], {"kind": "Eviction"}, {"metadata": None}, {"deleteOptions": {"dryRun": 5}}])
+            target = rng.choice([name, name, name, "missing"])
+            # (a uid precondition that fails is a conflict EvictionsRetry tries 20 times, 0.5 s apart, as upstream's)
+            p.send("POST", f"/api/v1/namespaces/{NS}/pods/{target}/eviction" + rng.choice(["", "", "?dryRun=All",
+                                                                                          "?gracePeriodSeconds=0"]), body,
+                   slow=12 + p.args.slow if "uid" in json.dumps(body) else None)
+        if rng.random() < 0.2:
+            p.send("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}", {"metadata": {"finalizers": None}},
+                   ctype="application/merge-patch+json")
+
+
+def family_storage(p: Probe, rng: random.Random, until: float) -> None:
+    """CSIDrivers, CSINodes and VolumeAttachments of drawn shape, their updates and VolumeAttachment
+    statuses, and PVs, PVCs and pods naming the drivers (the attach/detach controller and the
+    scheduler's NodeVolumeLimits read them)."""
+    code, _, nodes = p.send("GET", "/api/v1/nodes")
+    node_names = [n["metadata"]["name"] for n in (nodes.get("items") or [])] if code == 200 else []
+    node_names = (node_names or ["n"]) + ["missing-node"]
+    drivers = ["csi.example.com", "hostpath.csi.k8s.io", "x", "-bad-", "a" * 70, "ebs.csi.aws.com"]
+    n = 0
+    base = "/apis/storage.k8s.io/v1"
+    while time.monotonic() < until:
+        n += 1
+        what = rng.random()
+        driver = rng.choice(drivers)
+        if what < 0.2:
+            spec: dict = {}
+            for key, values in (("attachRequired", [True, False, None, "yes"]), ("podInfoOnMount", [True, False]),
+                                ("volumeLifecycleModes", [["Persistent"], ["Ephemeral"], ["Persistent", "Ephemeral"], ["x"],
+                                                          [], ["Persistent", "Persistent"]]),
+                                ("storageCapacity", [True, False]), ("fsGroupPolicy", ["File", "None", "ReadWriteOnceWithFSType", "x"]),
+                                ("tokenRequests", [[{"audience": "a", "expirationSeconds": 600}], [{"audience": ""}],
+                                                   [{"audience": "a"}, {"audience": "a"}], [{"audience": "b", "expirationSeconds": 1}]]),
+                                ("requiresRepublish", [True, False]), ("seLinuxMount", [True, False]),
+                                ("nodeAllocatableUpdatePeriodSeconds", [10, 9, 0, -1, 2**40]),
+                                ("serviceAccountTokenInSecrets", [True, False])):
+                if rng.random() < 0.35:
+                    spec[key] = rng.choice(values)
+            method = rng.choice(["POST", "POST", "PUT", "PATCH"])
+            body = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver}, "spec": spec}
+            if method == "POST":
+                p.send("POST", f"{base}/csidrivers", body)
+            elif method == "PATCH":
+                p.send("PATCH", f"{base}/csidrivers/{driver}", {"spec": spec}, ctype="application/merge-patch+json")
+            else:
+                code, _, current = p.send("GET", f"{base}/csidrivers/{driver}")
+                if code == 200:
+                    current["spec"].update(spec)
+                    p.send("PUT", f"{base}/csidrivers/{driver}", current)
+        elif what < 0.4:
+            node = rng.choice(node_names)
+            entries = [{k: v for k, v in (("name", rng.choice(drivers)), ("nodeID", rng.choice(["n1", "", "x" * 300])),
+                                          ("topologyKeys", rng.choice([None, ["topology.kubernetes.io/zone"], ["bad key"],
+                                                                       ["a", "a"]])),
+                                          ("allocatable", rng.choice([None, {"count": rng.choice(ODD_INTS)}, {}])))
+                        if v is not None} for _ in range(rng.choice([0, 1, 2]))]
+            body = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node}, "spec": {"drivers": entries}}
+            if rng.random() < 0.3:
+                body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node,
+                                                        "uid": rng.choice(["x", "00000000-0000-0000-0000-000000000000"])}]
+            code, _, _ = p.send("POST", f"{base}/csinodes", body)
+            if code == 409:
+                code, _, current = p.send("GET", f"{base}/csinodes/{node}")
+                if code == 200:
+                    current["spec"] = body["spec"]
+                    p.send("PUT", f"{base}/csinodes/{node}", current)
+        elif what < 0.7:
+            name = f"va{n % 40}"
+            source = rng.choice([{"persistentVolumeName": rng.choice(["pv1", "", "x" * 300])}, {},
+                                 {"inlineVolumeSpec": {"csi": {"driver": driver, "volumeHandle": "h"}, "accessModes": ["ReadWriteOnce"],
+                                                       "capacity": {"storage": "1Gi"}}},
+                                 {"persistentVolumeName": "pv1", "inlineVolumeSpec": {"csi": {"driver": driver, "volumeHandle": "h"}}}])
+            body = {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
+                    "spec": {"attacher": driver, "nodeName": rng.choice(node_names), "source": source}}
+            code, _, _ = p.send("POST", f"{base}/volumeattachments", body)
+            status = {k: v for k, v in (("attached", rng.choice([True, False, "x"])),
+                                        ("attachmentMetadata", rng.choice([None, {"a": "b"}, {"": "x"}, {"a": 5}])),
+                                        ("attachError", rng.choice([None, {"message": "m", "time": "2026-01-01T00:00:00Z",
+                                                                           "errorCode": rng.choice([0, 5, -1, 17])}])),
+                                        ("detachError", rng.choice([None, {"message": "x" * 2000}])))
+                      if v is not None}
+            p.send("PATCH", f"{base}/volumeattachments/{name}/status", {"status": status}, ctype="application/merge-patch+json")
+            if rng.random() < 0.3:
+                p.send("PATCH", f"{base}/volumeattachments/{name}", {"spec": {"nodeName": rng.choice(node_names)}},
+                       ctype="application/merge-patch+json")
+            if rng.random() < 0.2:
+                p.send("DELETE", f"{base}/volumeattachments/{name}")
+        else:
+            pv = f"pv{n % 20}"
+            p.send("POST", "/api/v1/persistentvolumes", {"metadata": {"name": pv}, "spec": {
+                "capacity": {"storage": rng.choice(["1Gi", "0", "-1"])}, "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": rng.choice(["Delete", "Retain"]),
+                "csi": {"driver": driver, "volumeHandle": rng.choice(["h", "", "x" * 300]),
+                        **({"volumeAttributes": {"a": "b"}} if rng.random() < 0.3 else {})},
+                **({"claimRef": {"namespace": NS, "name": f"pvc{n % 20}"}} if rng.random() < 0.5 else {})}})
+            p.send("POST", f"/api/v1/namespaces/{NS}/persistentvolumeclaims", {"metadata": {"name": f"pvc{n % 20}"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeName": pv,
+                "storageClassName": ""}})
+            volumes = [rng.choice([{"name": "v", "persistentVolumeClaim": {"claimName": f"pvc{n % 20}"}},
+                                   {"name": "v", "csi": {"driver": driver, "volumeAttributes": {"a": "b"}}},
+                                   {"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                                       "accessModes": ["ReadWriteOnce"], "storageClassName": rng.choice(["gold", ""]),
+                                       "resources": {"requests": {"storage": "1Gi"}}}}}}])]
+            pod = {"metadata": {"name": f"sp{n}"}, "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                                          "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                                                          "volumes": volumes, "terminationGracePeriodSeconds": 0}}
+            if rng.random() < 0.5:
+                pod["spec"]["nodeName"] = rng.choice(node_names[:-1])
+            p.send("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+            if n % 7 == 0:
+                p.send("DELETE", f"/api/v1/namespaces/{NS}/pods/sp{n - 5}")
+
+
+def _csr(rng: random.Random, n: int) -> dict:
+    """A CertificateSigningRequest a joining node might send (its PEM, CN, O, key, signer, usages drawn)."""
+    import base64
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1()) if rng.random() < 0.8 else rsa.generate_private_key(65537, 2048)
+    names = [x509.NameAttribute(NameOID.COMMON_NAME, rng.choice(["system:node:n1", "system:node:", "alice", "system:node:" + "a" * 50])),
+             x509.NameAttribute(NameOID.ORGANIZATION_NAME, rng.choice(["system:nodes", "system:masters", "x"]))]
+    builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(names[:rng.choice([1, 2, 2])]))
+    if rng.random() < 0.3:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName("n1"), x509.RFC822Name("a@b")]), False)
+    pem = builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+    pem = rng.choice([pem] * 6 + [b"garbage", pem + pem, pem.replace(b"REQUEST", b"REQUESTX"), pem[:100], b"",
+                                  pem.replace(b"\n", b"\r\n")])
+    return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"name": f"node-csr-{n}-{rng.randrange(1000)}"},
+            "spec": {"request": base64.b64encode(pem).decode() if rng.random() < 0.95 else "!!",
+                     "signerName": rng.choice(["kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving",
+                                               "kubernetes.io/kube-apiserver-client", "example.com/x", "x"]),
+                     "usages": rng.choice([["digital signature", "client auth"], ["client auth"], ["key encipherment", "server auth",
+                                          "digital signature"], [], ["bogus"], ["client auth", "client auth"]]),
+                     **({"expirationSeconds": rng.choice([600, 599, 2**31, 0, -1])} if rng.random() < 0.3 else {})}}
+
+
+def family_bootstrap(p: Probe, rng: random.Random, until: float) -> None:
+    """kube-system bootstrap token Secrets of drawn fields (ids, secrets, expirations, usages, extra groups,
+    types, names), then requests by tokens that match them or nearly (the authenticator, the signer and the
+    cleaner read the Secrets)."""
+    import base64
+
+    bearer = _bearer(p)
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        tid = rng.choice(["abcdef", "a1b2c3", f"{n % 1000:06d}", "ABCDEF", "abc", "abcdefg"])
+        secret = rng.choice(["0123456789abcdef", "fedcba9876543210", "short", "0123456789ABCDEF"])
+        fields = {"token-id": tid, "token-secret": secret, "usage-bootstrap-authentication": "true",
+                  "usage-bootstrap-signing": rng.choice(["true", "false", "TRUE"]),
+                  "expiration": rng.choice(["2099-01-01T00:00:00Z", "2020-01-01T00:00:00Z", "2099-01-01", "x", "",
+                                            "9999-12-31T23:59:59+23:59", "2099-13-01T00:00:00Z", "0000-01-01T00:00:00Z"]),
+                  "auth-extra-groups": rng.choice(["", "system:bootstrappers:kubeadm:default-node-token",
+                                                   "system:masters", "system:bootstrappers:a,,b", "system:bootstrappers:" + "a" * 300]),
+                  "description": rng.choice(["x", "é" * 100])}
+        for k in list(fields):
+            if rng.random() < 0.1:
+                del fields[k]
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in fields.items()}
+        if rng.random() < 0.1:
+            data[rng.choice(list(data) or ["token-id"])] = rng.choice(["!!!", "", "YQ"])
+        name = rng.choice([f"bootstrap-token-{tid}"] * 4 + ["bootstrap-token-", "bootstrap-token-zzzzzz"])
+        body = {"metadata": {"name": name}, "type": rng.choice(["bootstrap.kubernetes.io/token"] * 4 + ["Opaque"]),
+                "data": data}
+        code, _, _ = p.send("POST", "/api/v1/namespaces/kube-system/secrets", body)
+        if code == 409:
+            p.send("PUT", f"/api/v1/namespaces/kube-system/secrets/{name}", body)
+        for _ in range(3):
+            token = rng.choice([f"{tid}.{secret}", f"{tid}.{secret}x", f"{tid}.{secret.upper()}", f"{tid}:{secret}",
+                                f"abcdef.{secret}", f"{tid}.{secret}\u00e9"])
+            method, path, body = rng.choice([
+                ("GET", "/apis/certificates.k8s.io/v1/certificatesigningrequests", None),
+                ("GET", "/api/v1/namespaces/kube-public/configmaps/cluster-info", None),
+                ("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                 {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+                ("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", _csr(rng, n))])
+            try:
+                _send_as(p, bearer, method, path, body, token)
+            except Exception as e:  # http.client refuses what it cannot send: nothing reached the server
+                print(f"(not sent: {e!r:.100})")
+        if rng.random() < 0.3:
+            p.send("DELETE", f"/api/v1/namespaces/kube-system/secrets/{name}")
+
+
+WATCHED = ["/api/v1/namespaces/{ns}/pods", "/api/v1/namespaces", "/api/v1/namespaces/{ns}/configmaps", "/api/v1/nodes",
+           "/apis/apps/v1/namespaces/{ns}/deployments", "/apis/storage.k8s.io/v1/volumeattachments", "/api/v1/events",
+           "/apis/resource.k8s.io/v1/resourceclaims", "/apis/coordination.k8s.io/v1/leases", "/api/v1/secrets"]
+
+
+def _watch(p: Probe, path: str, read_for: float) -> None:
+    """A watch request whose head must come within --slow seconds, read for `read_for` seconds then hung up on."""
+    import socket
+
+    p.requests += 1
+    conn = http.client.HTTPSConnection(p.raw.host, p.raw.port, context=p.raw.ctx, timeout=p.args.slow)
+    t0 = time.monotonic()
+    try:
+        conn.request("GET", path, headers={"Accept": "application/json"})
+        r = conn.getresponse()
+        p.codes[r.status] = p.codes.get(r.status, 0) + 1
+        if r.status >= 500 and not _external(text := r.read(600).decode(errors="replace")):
+            p.report("GET", path, None, f"{r.status}: {text}")
+        elif r.status >= 400:
+            answer = json.loads(r.read() or b"{}")
+            if not _status(answer, r.status):
+                p.report("GET", path, None, f"{r.status} not a Status: {str(answer)[:300]}")
+        else:
+            conn.sock.settimeout(read_for)
+            end = time.monotonic() + read_for
+            try:
+                while time.monotonic() < end and r.read1(65536):
+                    pass
+            except (socket.timeout, TimeoutError):
+                pass
+    except (OSError, http.client.HTTPException) as e:
+        p.report("GET", path, None, f"no answer: {e!r} after {time.monotonic() - t0:.1f} s")
+    finally:
+        conn.close()
+
+
+def family_watch(p: Probe, rng: random.Random, until: float) -> None:
+    """Watches of ten resources with drawn timeoutSeconds, allowWatchBookmarks, sendInitialEvents,
+    resourceVersion and resourceVersionMatch, selectors, limits and continues (the head within --slow
+    seconds, a few seconds read), writes to the same resources between them."""
+    import urllib.parse
+
+    code, _, listed = p.send("GET", f"/api/v1/namespaces/{NS}/configmaps")
+    rv = (listed.get("metadata") or {}).get("resourceVersion", "1") if code == 200 else "1"
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+        query: dict = {"watch": rng.choice(["1", "true", "1", "false", "x", "0"])}
+        for key, values in (("timeoutSeconds", ["1", "2", "0", "-1", "1.5", "x", str(2**40), "", "1e3"]),
+                            ("allowWatchBookmarks", ["true", "false", "x", "1", ""]),
+                            ("sendInitialEvents", ["true", "false", "x", ""]),
+                            ("resourceVersionMatch", ["NotOlderThan", "Exact", "x", "", "notolderthan"]),
+                            ("resourceVersion", ["", "0", rv, str(int(rv) + 10**6) if rv.isdigit() else "9", "x", "-1",
+                                                 "1", str(2**64)]),
+                            ("labelSelector", ["a=b", "a in (", "!a", "x" * 70 + "=y"]),
+                            ("fieldSelector", ["metadata.name=x", "spec.nodeName=", "status.phase!=Running", "x=y", "a==b==c"]),
+                            ("limit", ["1", "0", "-1", "x"]), ("continue", ["x", "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"]),
+                            ("resourceVersion", ["0"])):
+            if rng.random() < (0.9 if key == "timeoutSeconds" else 0.3):
+                query[key] = rng.choice(values)
+        path = rng.choice(WATCHED).format(ns=NS) + "?" + urllib.parse.urlencode(query)
+        _watch(p, path, rng.choice([0.2, 0.5, 1.5]))
+        if n % 3 == 0:
+            p.send("POST", f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"w{n}"}, "data": {"a": "b"}})
+        if n % 7 == 0:
+            p.send("DELETE", f"/api/v1/namespaces/{NS}/configmaps/w{n - 3}")
+
+
 FAMILIES = {"shaped": family_shaped, "status": family_status, "psa": family_psa, "policies": family_policies, "crds": family_crds,
-            "dra": family_dra, "workloads": family_workloads, "ui": family_ui, "metrics": family_metrics}
+            "dra": family_dra, "workloads": family_workloads, "ui": family_ui, "metrics": family_metrics,
+            "quota": family_quota, "eviction": family_eviction, "storage": family_storage, "bootstrap": family_bootstrap,
+            "watch": family_watch}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("families", nargs="*", default=[*FAMILIES, "restart", "gates"])
+    ap.add_argument("families", nargs="*", default=[*FAMILIES, "restart", "gates", "auth"])
     ap.add_argument("--seed", type=int, default=60)
     ap.add_argument("--minutes", type=float, default=1.0, help="per family")
     ap.add_argument("--slow", type=float, default=5.0, help="an answer slower than this is broken")
@@ -1055,7 +1827,7 @@ def main() -> int:
     args = ap.parse_args()
     args.show = {int(c) for c in args.show.split(",") if c}
     totals: dict = {}
-    plain = [f for f in args.families if f not in ("gates", "restart")]
+    plain = [f for f in args.families if f not in ("gates", "restart", "auth")]
     if plain:
         d = Path(tempfile.mkdtemp(prefix="fz60-"))
         server = start_cluster(d, args.store)
@@ -1074,12 +1846,14 @@ def main() -> int:
         finally:
             server.stop()
             log = server.log_path.read_text(errors="replace")
-            for m in re.finditer(r"Traceback", log):
-                print(f"BROKEN: a traceback in up's log:\n{log[max(0, m.start() - 300):m.start() + 1500]}", flush=True)
+            for tb in tracebacks(log):
+                print(f"BROKEN: a traceback in up's log:\n{tb}", flush=True)
                 totals["broken"] = totals.get("broken", 0) + 1
             shutil.rmtree(d, ignore_errors=True)
     if "restart" in args.families:
         family_restart(args, random.Random(f"{args.seed}/restart"), time.monotonic() + args.minutes * 60, totals)
+    if "auth" in args.families:
+        family_auth(args, random.Random(f"{args.seed}/auth"), time.monotonic() + args.minutes * 60, totals)
     if "gates" in args.families:
         family_gates(args, random.Random(f"{args.seed}/gates"), time.monotonic() + args.minutes * 60, totals)
     print(f"total: {totals}")
