@@ -168,7 +168,7 @@ async def _up(args: argparse.Namespace) -> int:
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
     advertise = args.advertise_address or default_advertise_address(args.address) or ""
-    pki = ensure_pki(data_dir, ips=(advertise,) if advertise else ())
+    pki = ensure_pki(data_dir, ips=_serving_ips(advertise, args.address))
     disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)
@@ -416,6 +416,17 @@ def _process_runtime_problem(nodes: int) -> str:
         return "needs root (network namespaces)"
     missing = [b for b in ("ip", "nft") if not shutil.which(b)]
     return f"missing {', '.join(missing)} on PATH" if missing else ""
+
+
+def _serving_ips(advertise: str, address: str) -> tuple[str, ...]:
+    """The addresses the serving certificate names beyond the loopback and Service ones: the advertised
+    one, and a listen address that is an IP of its own (not a wildcard), which the kubeconfig `up`
+    writes dials (a second API server on 127.0.0.2 advertising another address)."""
+    try:
+        listen = () if ipaddress.ip_address(address).is_unspecified else (address,)
+    except ValueError:  # a host name: the kubeconfig names it, the certificate cannot as an IP
+        listen = ()
+    return tuple(dict.fromkeys(a for a in (advertise, *listen) if a))
 
 
 def _ip_address(value: str) -> str:
