@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         component_server.validate(args)
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
+        cluster.joining(args.node_name, 0, args.pool)  # an unknown --pool is refused before bootstrapping
     except (ValueError, ClusterFileError) as e:
         print(f"nanokube kubelet: {e}", file=sys.stderr)
         return 2

@@ -12,24 +12,21 @@ from ..clock import REAL, Clock
 from ..client.informer import InformerFactory
 from ..machinery import bootstraptoken as bt
 from ..machinery.errors import APIError
-from .base import Controller
+from .bootstraptoken import BootstrapTokenController
 
 _KEY = "cluster-info"
 
 
-class BootstrapSignerController(Controller):
+class BootstrapSignerController(BootstrapTokenController):
     name = "bootstrap-signer-controller"
     aliases = ("bootstrapsigner",)
     queue_name = "bootstrap_signer_queue"
-    enabled_by_default = False
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)
         self.config_maps = client.resource("", "v1", "configmaps")
         self.cm_inf = self.informer_factory.informer(self.config_maps, bt.CLUSTER_INFO_NAMESPACE,
                                                      field_selector=f"metadata.name={bt.CLUSTER_INFO}")
-        self.secret_inf = self.informer_factory.informer(client.resource("", "v1", "secrets"), bt.NAMESPACE,
-                                                         field_selector=f"type={bt.SECRET_TYPE}")
         for inf in (self.cm_inf, self.secret_inf):
             inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new), on_delete=self._enqueue)
 

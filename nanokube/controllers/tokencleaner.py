@@ -12,31 +12,28 @@ from ..clock import REAL, Clock
 from ..client.informer import InformerFactory
 from ..machinery import bootstraptoken as bt
 from ..machinery.errors import APIError
-from .base import Controller
+from .bootstraptoken import BootstrapTokenController
 
 log = logging.getLogger(__name__)
 
 
-class TokenCleanerController(Controller):
+class TokenCleanerController(BootstrapTokenController):
     name = "token-cleaner-controller"
     aliases = ("tokencleaner",)
     queue_name = "token_cleaner"
-    enabled_by_default = False
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)
-        self.secrets = client.resource("", "v1", "secrets")
-        self.inf = self.informer_factory.informer(self.secrets, bt.NAMESPACE, field_selector=f"type={bt.SECRET_TYPE}")
-        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        self.secret_inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     def informers(self):
-        return [self.inf]
+        return [self.secret_inf]
 
     def _enqueue(self, secret: dict) -> None:
         self.queue.add(f"{bt.NAMESPACE}/{secret['metadata']['name']}")
 
     async def sync(self, key: str) -> None:
-        secret = self.inf.get(key)
+        secret = self.secret_inf.get(key)
         if secret is None:
             return
         at = bt.expiration(secret)

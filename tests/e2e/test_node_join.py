@@ -170,3 +170,13 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
         for c in cluster.kubectl_json("get", "csr")["items"]:
             if c["spec"]["username"] == f"system:bootstrap:{TOKEN_ID}":
                 cluster.kubectl("delete", "csr", c["metadata"]["name"])
+
+
+def test_an_unknown_pool_is_refused_before_bootstrapping(tmp_path):
+    bootstrap = tmp_path / "bootstrap-kubelet.conf"  # never read: the pool is checked first
+    got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap),
+                          "--kubeconfig", str(tmp_path / "kubelet.conf"), "--node-name", NODE, "--pool", "nosuch"],
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 2
+    assert got.stderr.splitlines() == ["nanokube kubelet: no pool 'nosuch' (pools: gpu)"]
+    assert not (tmp_path / "kubelet.conf").exists()
