@@ -454,7 +454,11 @@ def _add_up_parser(sub) -> None:
     from .controllers.lb_pool import DEFAULT_POOL
 
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
-    up.add_argument("--data-dir", default="./.nanokube", help="state, PKI and kubeconfig (default ./.nanokube)")
+    up.add_argument("--data-dir", default="./.nanokube",
+                    help="state, PKI and kubeconfig (default ./.nanokube); a second API server on the same etcd "
+                         "joins with a copy of the first's DIR/pki (its CA, service-account and front-proxy keys, "
+                         "as kubeadm copies /etc/kubernetes/pki), its own --address/--advertise-address and "
+                         "--cluster node names")
     up.add_argument("--port", type=int, default=6443, help="HTTPS port (default 6443; 0 picks a free one)")
     up.add_argument("--address", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     up.add_argument("--advertise-address", default=None, type=_ip_address, metavar="IP",
