@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -39,7 +38,7 @@ from ...machinery.validation import FieldError, dns1123_subdomain, duplicate, in
 from ...machinery.validation import too_many
 from .authentication_config import ConfigError, aggregate, compile_conditions, decode
 from .authentication_controller import id_hash
-from .config_reload import ReloadedConfig
+from .config_reload import ReloadedConfig, read_text
 from .authorizer import Attributes, Decision
 from .node import NOT_LISTED, NodeAuthorizer, node_of
 from .webhook import ALLOW, DENY, NO_OPINION, WebhookAuthorizer, WebhookSpec, review_spec
@@ -183,7 +182,7 @@ def parse(text: str) -> list[AuthorizerSpec]:
 
 def read(path: str) -> tuple[str, list[AuthorizerSpec]]:
     try:
-        text = Path(path).read_text()
+        text = read_text(path)
     except OSError as e:
         raise ConfigError(f"open {path}: {(e.strerror or str(e)).lower()}") from None
     return text, parse(text)

@@ -44,6 +44,7 @@ def test_up_stops_on_a_value_of_the_wrong_type_with_one_line(tmp_path, capsys, f
     ("--authentication-config", (AUTHN + "jwt: " + "[" * 3000 + "]" * 3000 + "\n").encode(), "exceeded maximum nesting depth"),
     ("--authorization-config", ("a: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n").encode(), "exceeded maximum nesting depth"),
     ("--authentication-config", AUTHN.encode() + b"jwt: \xff\xfe\n", "yaml: invalid leading UTF-8 octet"),
+    ("--authorization-config", AUTHZ.encode() + b"authorizers: \xff\n", "yaml: invalid leading UTF-8 octet"),
     ("--authorization-config", AUTHZ.encode() + b"x0: &a0 [a,a,a,a,a,a,a,a,a,a]\n" + b"".join(
         b"x%d: &a%d [%s]\n" % (i, i, b",".join([b"*a%d" % (i - 1)] * 10)) for i in range(1, 9)),
      "document contains excessive aliasing"),
