@@ -115,8 +115,8 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         if holder and holder != self.identity and not self._expired(spec):
             return False
-        if holder != self.identity:
-            spec["leaseTransitions"] = spec.get("leaseTransitions", 0) + (1 if holder else 0)
+        if holder != self.identity:  # a new holder, also of a lease released by the last one (client-go's count)
+            spec["leaseTransitions"] = spec.get("leaseTransitions", 0) + 1
             spec["acquireTime"] = now
         spec.update(holderIdentity=self.identity, leaseDurationSeconds=int(self.lease_duration), renewTime=now)
         try:

@@ -33,6 +33,10 @@ async def test_one_leader_then_takeover_after_expiry_and_after_release():
 
     await b.release()
     assert await a.try_acquire_or_renew(), "a released lease is free at once"
+    lease = (await leases.get("kube-controller-manager", "kube-system"))["spec"]
+    assert lease["holderIdentity"] == "a" and lease["leaseTransitions"] == 2, "a handover counts as a transition"
+    assert await a.try_acquire_or_renew()
+    assert (await leases.get("kube-controller-manager", "kube-system"))["spec"]["leaseTransitions"] == 2
     await s.close()
 
 
