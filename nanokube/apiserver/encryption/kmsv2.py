@@ -202,16 +202,17 @@ class Envelope:
         if self._state is None or now - self._polled >= STATUS_EVERY:
             try:
                 resp = self.status()
-                if not resp.key_id:
-                    raise TransformError("got unexpected empty keyID")
+                if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
+                    if self._metrics is not None:
+                        self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
+                    raise TransformError("got unexpected empty keyID" if not resp.key_id else
+                                         f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}")
                 self._rotate_if(resp.key_id)
                 self._polled = now
             except TransformError:
                 if self._state is None:
                     raise
             except Exception as e:
-                if self._metrics is not None:
-                    self._metrics.invalid_key_id(self.name, "status_error")
                 if self._state is None:  # nothing to write with until the plugin answers
                     raise TransformError(f"failed to get current KMSv2 state for provider {self.name}: "
                                          f"{rpc_error(e)}") from None
