@@ -305,3 +305,26 @@ async def test_a_reload_whose_kms_plugin_is_away_keeps_the_last_good_configurati
     await store.create(SECRET_KEY, b'{"kind":"Secret"}')
     assert store.inner._data[SECRET_KEY].value.startswith(b"k8s:enc:kms:v2:vault:")
     enc.resources.close()
+
+
+async def test_a_watched_value_another_server_encrypted_is_a_corrupt_object_not_data(tmp_path):
+    """Two API servers over one store while only one has a resource's key (workers between their
+    reloads of the file): the other's watch cache is handed the value it cannot read as what it is,
+    a corrupt object (as upstream's identity transformer refuses `k8s:enc:` data), never the ciphertext
+    as the object."""
+    mem = MemoryStore()
+    async with Encrypted(write_config(tmp_path / "a.yaml", aes("aescbc", ("k1", key(1)))), mem) as a, \
+            Encrypted(write_config(tmp_path / "b.yaml", aes("aescbc", ("k1", key(1))), resources=("configmaps",)), mem) as b:
+        await a.secrets.create(secret(), namespace="default")
+        assert a.raw().startswith(b"k8s:enc:aescbc:v1:k1:")
+        for _ in range(200):  # until b's watch cache took the event
+            if SECRET_KEY in b.store.unreadable:
+                break
+            await asyncio.sleep(0.01)
+        assert b.store.unreadable[SECRET_KEY] == "identity transformer tried to read encrypted data"
+        with pytest.raises(APIError) as e:
+            await b.secrets.get("s1", namespace="default")
+        assert (e.value.code, "corrupt object" in e.value.message) == (500, True)
+        with pytest.raises(APIError, match="corrupt object"):
+            await b.secrets.list(namespace="default")
+        assert (await a.secrets.get("s1", namespace="default"))["data"] == secret()["data"]

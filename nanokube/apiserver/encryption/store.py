@@ -16,7 +16,7 @@ from typing import AsyncIterator
 from ...machinery import errors
 from ...store.interface import DELETE, KV, PUT, Event, RevisionMismatch, Store
 from .config import Resources
-from .value import IDENTITY, TransformError
+from .value import ENCRYPTED, IDENTITY, TransformError
 
 log = logging.getLogger(__name__)
 
@@ -173,10 +173,12 @@ class EncryptedStore(Store):
 
     def _event(self, ev: Event) -> Event:
         """`ev` in plaintext. A value that does not read passes as a change outside the registry,
-        which moves the watch cache's revision on and nothing else."""
+        which moves the watch cache's revision on and nothing else: so does an encrypted value of a
+        resource no provider here names (another server's write, one whose configuration has its key:
+        API workers between their reloads), which identity refuses to read."""
         key = ev.kv.key
         t = self._transformer(key)
-        if t is None or t is IDENTITY:
+        if t is None or t is IDENTITY and not ev.kv.value.startswith(ENCRYPTED):
             return ev
         mine = self._written.pop(key, None)
         if ev.type == PUT and mine is not None and mine[0] is ev.kv.value:
