@@ -110,6 +110,14 @@ def _error(status: int, body: bytes) -> APIError:
     return APIError(status, "InternalError" if status >= 500 else "BadRequest", body.decode(errors="replace")[:500])
 
 
+def _line(name: str, value: str) -> str:
+    """A header line; a value with a line break in it is refused (it would end the header early),
+    as aiohttp and Go's net/http refuse it."""
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"a line break in the {name} header's value")
+    return f"{name}: {value}\r\n"
+
+
 class HTTPClient:
     def __init__(self, creds: Credentials, field_manager: str = "nanokube", user_agent: str = "nanokube",
                  clock: Clock = REAL):
@@ -179,15 +187,15 @@ class HTTPClient:
     def _static_head(self) -> str:
         """The header lines every unary request of this client sends: its user agent, what it accepts, a
         kubeconfig's bearer token."""
-        head = f"User-Agent: {self.user_agent}\r\nAccept: {JSON}\r\n"
-        return head + (f"Authorization: Bearer {self.creds.token}\r\n" if self.creds.token else "")
+        head = _line("User-Agent", self.user_agent) + f"Accept: {JSON}\r\n"
+        return head + (_line("Authorization", f"Bearer {self.creds.token}") if self.creds.token else "")
 
     async def _unary(self, method: str, path: str, params: dict | None = None, data: bytes | None = None,
                      content_type: str = JSON) -> tuple[int, bytes]:
         """A request through this client's pool of unary connections: its answer's status and body."""
         head = self._head
         if self._tokens is not None:
-            head += f"Authorization: Bearer {await self._tokens()}\r\n"
+            head += _line("Authorization", f"Bearer {await self._tokens()}")
         if data is not None:
             head += f"Content-Type: {content_type}\r\n"
         if params:

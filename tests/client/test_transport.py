@@ -124,7 +124,8 @@ async def test_a_refused_connection_is_an_oserror_and_close_closes_every_connect
 
 
 async def test_a_token_client_sends_a_fresh_token_on_each_request_and_its_own_connections():
-    tokens = iter(("t1", "t2"))
+    """(kube-controller-manager's service-account clients.) A token with a line break is refused."""
+    tokens = iter(("t1", "t2", "t3\r\nX-Injected: 1"))
 
     async def token() -> str:
         return next(tokens)
@@ -133,6 +134,8 @@ async def test_a_token_client_sends_a_fresh_token_on_each_request_and_its_own_co
         child = client.with_token("tokens-controller", token)
         await child.request("GET", "/x")
         await child.request("GET", "/x")
+        with pytest.raises(ValueError):  # a token that would end the header early is not sent
+            await child.request("GET", "/x")
     seen = [(c, h["User-Agent"], h["Authorization"]) for c, _, _, h, _ in server.requests]
     assert seen == [(0, "tester", "Bearer tok"), (1, "tester/tokens-controller", "Bearer t1"),
                     (1, "tester/tokens-controller", "Bearer t2")]
