@@ -52,23 +52,41 @@ class ReloadedConfig:
     async def _watch(self) -> None:
         while True:
             await self.clock.sleep(RELOAD_PERIOD)
-            self.reload()
+            # (the read and the build in threads: a file of a few MB takes seconds to decode and compile,
+            # which no request may wait on, as upstream's reload runs beside the serving goroutines)
+            text = await asyncio.to_thread(self._changed)
+            if text is not None:
+                self._judged(await asyncio.to_thread(self._built, text))
 
     def reload(self) -> None:
-        """The file judged once, if it changed since it was last."""
+        """The file judged once, if it changed since it was last (all of it on the caller's thread)."""
+        text = self._changed()
+        if text is not None:
+            self._judged(self._built(text))
+
+    def _changed(self) -> str | None:
+        """The file's text where it changed since it was last judged, else None."""
         try:
             text = read_text(self.path)
         except OSError as e:  # (not tracked: a file being replaced may be back at the next read)
             log.error("failed to read %s config file: %s", self.what, e)
             self.metrics.reloaded(False, self.clock.now())
-            return
+            return None
         if text == self._tracked:
-            return
+            return None
         self._tracked = text
+        return text
+
+    def _built(self, text: str):
+        """What the text builds, or the ValueError that says why it does not."""
         try:
-            built = self.build(text)
+            return self.build(text)
         except ValueError as e:
-            log.error("failed to load %s config: %s", self.what, e)
+            return e
+
+    def _judged(self, built) -> None:
+        if isinstance(built, ValueError):
+            log.error("failed to load %s config: %s", self.what, built)
             self.metrics.reloaded(False, self.clock.now())
             return
         self.apply(built)

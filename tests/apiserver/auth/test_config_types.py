@@ -83,3 +83,43 @@ async def test_a_reloaded_file_of_the_wrong_type_fails_and_the_next_good_one_sti
         applied = hashlib.sha256(good.encode()).hexdigest()
         assert re.search(r'apiserver_authentication_config_controller_last_config_info\{apiserver_id_hash="sha256:\w+",'
                          rf'hash="sha256:{applied}"\}} 1', text), text  # the good file is the one applied
+
+
+async def test_a_reload_is_judged_off_the_event_loop(tmp_path, monkeypatch):
+    """A file of a few MB takes seconds to decode (600,000 audiences: 28 s), which the server spent on
+    its event loop, answering nothing meanwhile. Here the build of a reloaded file is held until the
+    test lets it go: a request made meanwhile is answered, and the file still applies after."""
+    import threading
+
+    from kubernetes import client
+
+    from nanokube.apiserver.auth import authentication_controller
+    from tests.apiserver.auth.jwt_issuer import admin_client
+
+    held, release, built = threading.Event(), threading.Event(), threading.Event()
+    parse = authentication_controller.parse
+
+    def held_parse(text: str):
+        held.set()
+        release.wait(20)
+        built.set()
+        return parse(text)
+
+    monkeypatch.setattr(authentication_controller, "parse", held_parse)
+    async with served_with(tmp_path, AUTHN + ISSUER % "[a]") as (server, kubeconfig):
+        (tmp_path / "authn.yaml").write_text(AUTHN + ISSUER % "[b]")
+        while not held.is_set():
+            await asyncio.sleep(0.05)
+        api = admin_client(kubeconfig)
+        try:
+            version = await asyncio.to_thread(client.VersionApi(api).get_code)
+            assert version.major and not built.is_set()  # answered while the build was held
+        finally:
+            release.set()
+            api.close()
+        success = re.compile(r'apiserver_authentication_config_controller_automatic_reloads_total\{[^}]*status="success"\} 1')
+        for _ in range(100):
+            if success.search(text := server.metrics_text().decode()):
+                break
+            await asyncio.sleep(0.1)
+        assert success.search(text), text
