@@ -72,15 +72,19 @@ KNOWN: dict[str, Spec] = {
     "EnvFiles": _BETA_ON,
     "InPlacePodLevelResourcesVerticalScaling": _BETA_ON,
     "ClearingNominatedNodeNameAfterBinding": _BETA_ON,
+    # encryption at rest: deleting what no provider reads (KEP-3926, beta in 1.37); KMS v1 plugins (deprecated
+    # since 1.28, off since 1.29)
+    "AllowUnsafeMalformedObjectDeletion": _BETA_ON,
+    "KMSv1": Spec(False, DEPRECATED),
     # kube-proxy: the ipvs mode's way out (KEP-5495; nanokube's kube-proxy refuses ipvs whatever it says)
     "KubeProxyIPVS": Spec(True, DEPRECATED),
 }
 
-#: DRA's alpha gates of 1.37 whose features nanokube has not: known, so a production-like command line
-#: is taken, but off by default here too, and setting one says it changes nothing
+#: the gates of 1.37 whose features nanokube has not (DRA's alpha ones, KMS v1's plugins): known, so a
+#: production-like command line is taken, but off by default here too, and setting one says it changes nothing
 NOT_IMPLEMENTED = frozenset({"DRADerivedAttributes", "DRADeviceCompatibilityGroups", "DRANodeAllocatableResources",
                              "DRAOptionalNodePreparation", "DRASharedConsumableCapacity", "ClusterResourceClaimTemplates",
-                             "DRAAdminControlledDeviceAttributes", "DRAResourceSliceMixins"})
+                             "DRAAdminControlledDeviceAttributes", "DRAResourceSliceMixins", "KMSv1"})
 
 #: what `nanokube up` turns on beyond upstream's defaults: the alpha gates of the AI features it exists
 #: to show (composite groups, Workloads from Jobs, DRA's list attributes and pool status), as a kind
@@ -92,7 +96,7 @@ NANOKUBE_DEFAULTS: dict[str, bool] = {name: True for name, spec in KNOWN.items()
 #: every other gate is only accepted and reported
 HONOURED = frozenset({"GenericWorkload", "CompositePodGroup", "WorkloadWithJob", "DRADeviceBindingConditions",
                       "DRAResourcePoolStatus", "DRAWorkloadResourceClaims", "HPAScaleToZero",
-                      "TopologyAwareWorkloadScheduling"})
+                      "TopologyAwareWorkloadScheduling", "AllowUnsafeMalformedObjectDeletion"})
 
 
 def parse(value: str) -> dict[str, bool]:

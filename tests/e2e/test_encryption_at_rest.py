@@ -155,3 +155,21 @@ def test_a_file_that_does_not_validate_stops_up_with_one_line(tmp_path):
         'nanokube: --encryption-provider-config: error while parsing file: '
         'resources[0].providers[0].aescbc.keys[0].secret: Invalid value: "REDACTED": secret is not of the expected '
         'length, got 7, expected one of [16 24 32]']
+
+
+@pytest.mark.parametrize("gates, answer", [
+    ((), "KMSv1 is deprecated and will only receive security updates going forward. Use KMSv2 instead.  Set "
+         "--feature-gates=KMSv1=true to use the deprecated KMSv1 feature."),
+    (("--feature-gates", "KMSv1=true"), "KMSv1 is deprecated and nanokube does not implement its plugins: use a KMS v2 "
+                                        "provider (apiVersion: v2)"),
+])
+def test_a_kms_v1_provider_is_refused_with_its_gate_off_and_on(tmp_path, gates, answer):
+    """KMSv1 is a known gate (deprecated, off): off, upstream's answer; on, the gate is taken with its
+    warnings and the provider refused, as nanokube has no v1 plugin client."""
+    config = tmp_path / "encryption.yaml"
+    write_config(config, [{"kms": {"name": "old", "endpoint": "unix:///nowhere.sock"}}])
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path / "data"), "--port", "0",
+                        "--encryption-provider-config", str(config), *gates], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1] == f"nanokube: --encryption-provider-config: {answer}"
+    assert ("nanokube does not implement these features: KMSv1" in r.stderr) == bool(gates)

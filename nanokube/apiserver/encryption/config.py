@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 import orjson
 import yaml
 
-from ...machinery import goduration, gofmt
+from ...machinery import errors, featuregates, goduration, gofmt
 from ...machinery.validation import FieldError, Stringer, invalid, required
+from .. import serializer
+from ..auth.authentication_config import mistyped
 from .value import (AESCBC, AESCBC_PREFIX, AESGCM, AESGCM_PREFIX, IDENTITY, KMSV2_PREFIX, SECRETBOX_PREFIX, Identity,
                     PrefixTransformers, Prefixed, Secretbox)
 
@@ -32,9 +34,16 @@ _AES_SIZES = (16, 24, 32)
 _SECRETBOX_SIZES = (32,)
 _KMS_TIMEOUT = 3.0
 _KMS_V1_CACHE = 1000
+_KEYS = {"keys": [{"name": str, "secret": str}]}
+#: the JSON type of each field the decoder reads (what it cannot unmarshal into a field is its error)
+_SCHEMA = {"apiVersion": str, "kind": str, "resources": [{"resources": [str], "providers": [{
+    "aesgcm": _KEYS, "aescbc": _KEYS, "secretbox": _KEYS, "identity": {},
+    "kms": {"apiVersion": str, "name": str, "endpoint": str, "cachesize": int, "timeout": str}}]}]}
 
 KMSV1_DISABLED = ("KMSv1 is deprecated and will only receive security updates going forward. Use KMSv2 instead.  "
                   "Set --feature-gates=KMSv1=true to use the deprecated KMSv1 feature.")
+#: the answer with the gate on: upstream would talk to a v1beta1 plugin, which nanokube does not
+KMSV1_NOT_IMPLEMENTED = "KMSv1 is deprecated and nanokube does not implement its plugins: use a KMS v2 provider (apiVersion: v2)"
 
 
 class ConfigError(ValueError):
@@ -87,9 +96,11 @@ def load(path: str, reload: bool = False, observe: Callable | None = None, kms_f
 def parse(data: bytes, reload: bool = False) -> dict:
     """The configuration, decoded, defaulted and validated (ConfigError otherwise)."""
     try:
-        doc = yaml.safe_load(data)
+        doc = serializer.loads_yaml(data)  # (aliases and nesting bounded as a request body's are)
     except yaml.YAMLError as e:
         raise ConfigError(f"error converting YAML to JSON: {e}") from None
+    except errors.APIError as e:
+        raise ConfigError(f"error converting YAML to JSON: {e.message}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"couldn't get version/kind; json parse error: cannot unmarshal {type(doc).__name__} into Go value")
     kind, api_version = doc.get("kind") or "", doc.get("apiVersion") or ""
@@ -98,6 +109,8 @@ def parse(data: bytes, reload: bool = False) -> dict:
     if api_version != GROUP_VERSION or kind != KIND:
         raise ConfigError(f'no kind "{kind}" is registered for version "{api_version}" in scheme '
                           f'"pkg/runtime/scheme.go:100"')
+    if wrong := mistyped(doc, _SCHEMA, KIND):  # (`resources: 5`, `keys: [5]`, `name: [a]`)
+        raise ConfigError(wrong)
     resources = doc.get("resources") or []
     for rc in resources:
         for p in (rc or {}).get("providers") or []:
@@ -319,7 +332,7 @@ def _provider(p: dict, kms: list, kms_factory: Callable | None) -> Prefixed:
         conf = p["kms"]
         name = conf["name"]
         if conf["apiVersion"] == "v1":
-            raise ConfigError(KMSV1_DISABLED)
+            raise ConfigError(KMSV1_NOT_IMPLEMENTED if featuregates.enabled("KMSv1") else KMSV1_DISABLED)
         if kms_factory is None:
             from .kmsv2 import Envelope as kms_factory
         try:
