@@ -7,7 +7,10 @@ bootstrapping, node/bootstrap.py), writes the kubeconfig and acts as the node fr
 runs for each of its simulated nodes, of the shape of a pool of `--cluster` (up's file; up's
 default cluster without one): it registers its Node, renews its Lease, and runs the pods the
 scheduler binds to it. Its pod network range is the lowest no other node's address takes, as
-the node IPAM controller hands out the next free one. SIGTERM or SIGINT stops it cleanly."""
+the node IPAM controller hands out the next free one. Its port (--secure-port, reported as the
+Node's kubelet endpoint, reached at its Hostname address, --hostname-override) serves the kubelet's
+endpoints, the API server's pods/log, exec, attach, portforward and nodes/proxy among them, to
+callers the API server vouches for (kubelet_auth.py). SIGTERM or SIGINT stops it cleanly."""
 
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ def add_parser(sub) -> None:
                    help="ask for a new client certificate before the current one expires (off by default, as the "
                         "kubelet's; kubeadm turns it on)")
     p.add_argument("--node-name", default="", metavar="NAME", help="the node's name (default: the host's name)")
+    p.add_argument("--hostname-override", default="", metavar="NAME",
+                   help="the Hostname address the node reports, where the API server reaches its kubelet's port "
+                        "(default: the host's name)")
     p.add_argument("--cluster", default=None, metavar="FILE",
                    help="`nanokube up`'s cluster file, whose pool gives the node its capacity, labels, taints and "
                         "devices (default: up's default cluster)")
@@ -89,8 +95,11 @@ async def _run(args: argparse.Namespace, cluster) -> int:
     try:
         joining = cluster.joining(name, await _free_index(client, name), args.pool)
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, **options_from_env())
+        agent = nodes.agents[name]
+        agent.hostname, agent.kubelet_port = args.hostname_override or socket.gethostname().lower(), args.secure_port
         await nodes.start()
-        runner = await component_server.serve(args, _endpoints(args, client, stop), "kubelet")
+        runner = await component_server.serve(args, _endpoints(args, client, stop, nodes.kubelet_for(name)), "kubelet",
+                                              client_ca=client.creds.ca)
         if args.rotate_certificates and args.bootstrap_kubeconfig:
             rotation = asyncio.create_task(bootstrap.rotate(client, name, os.path.join(args.cert_dir, bootstrap.CURRENT)))
         log.info("node %s is running", name)
@@ -108,16 +117,26 @@ async def _run(args: argparse.Namespace, cluster) -> int:
     return 0
 
 
-def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event):
-    """/healthz (and /metrics: the client's requests) on the kubelet's port."""
+def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event, kubelet):
+    """The kubelet's port: /healthz (and /metrics: the client's requests), then every other endpoint
+    of the node's kubelet server (stats, logs, exec, attach, port-forward...), which the API server
+    reaches at the Node's address with its kubelet client certificate."""
+    from aiohttp import web
     from prometheus_client import CollectorRegistry
 
     from .apiserver.healthz import Check
+    from .kubelet_auth import KubeletAuth
 
     checks = [PING, Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None)]
-    auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
-    return component_server.app(auth, CollectorRegistry(), {}, lambda: checks, component="kubelet",
-                                flags=zpages.flags(args), profiling=False)
+    auth = KubeletAuth(client, args.node_name, args.authorization_always_allow_paths)
+    app = component_server.app(auth, CollectorRegistry(), {}, lambda: checks, component="kubelet",
+                               flags=zpages.flags(args), profiling=False)
+
+    async def kubelet_server(request: web.Request) -> web.StreamResponse:
+        return await kubelet.serve(request, request.path)
+
+    app.router.add_route("*", "/{path:.*}", kubelet_server)
+    return app
 
 
 def run(args: argparse.Namespace) -> int:

@@ -106,8 +106,12 @@ class DelegatedAuth:
     async def decide(self, user: User, a: Attributes) -> tuple[bool, str]:
         if self.always_allowed(a.path) or any(g in ALWAYS_ALLOW_GROUPS for g in user.groups):
             return True, ""
-        spec: dict = {"user": user.name, "groups": list(user.groups),
-                      "nonResourceAttributes": {"path": a.path, "verb": a.verb}}
+        return await self.review(user, {"nonResourceAttributes": {"path": a.path, "verb": a.verb}})
+
+    async def review(self, user: User, attributes: dict) -> tuple[bool, str]:
+        """(allowed, reason) of a SubjectAccessReview of `user` doing what `attributes` (its spec's
+        nonResourceAttributes or resourceAttributes) says; not allowed when the review fails."""
+        spec: dict = {"user": user.name, "groups": list(user.groups), **attributes}
         if user.uid:
             spec["uid"] = user.uid
         if user.extra:
@@ -208,8 +212,13 @@ def _self_signed(directory: str) -> tuple[str, str]:
     return cert, key
 
 
-def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"") -> ssl.SSLContext:
+    """The serving certificate's context; with `client_ca`, a client certificate it signed is
+    asked for and verified (--client-ca-file), a request without one left to other credentials."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    if client_ca:
+        ctx.load_verify_locations(cadata=client_ca.decode())
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     if cert_file:
         ctx.load_cert_chain(cert_file, key_file)
         return ctx
@@ -218,14 +227,14 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return ctx
 
 
-async def serve(args, application: web.Application, name: str) -> web.AppRunner | None:
+async def serve(args, application: web.Application, name: str, client_ca: bytes = b"") -> web.AppRunner | None:
     """Listen on --bind-address:--secure-port over HTTPS; port 0 serves nothing, as upstream."""
     if args.secure_port == 0:
         return None
     runner = web.AppRunner(application, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.bind_address, args.secure_port,
-                       ssl_context=tls_context(args.tls_cert_file, args.tls_private_key_file))
+                       ssl_context=tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))
     try:
         await site.start()
     except OSError as e:

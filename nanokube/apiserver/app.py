@@ -18,7 +18,7 @@ from multidict import CIMultiDict
 from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics import openapi as metrics_openapi
-from ..pki.ca import ClusterPKI, ensure_front_proxy
+from ..pki.ca import ClusterPKI, ensure_front_proxy, ensure_kubelet_client
 from ..registry.base import Resource, Strategy, all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
@@ -50,7 +50,7 @@ from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzip
 from .http_errors import StatusAppRunner, http_exceptions, internal_error, status_response
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
-from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer
+from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer, user_from_cert
 from ..machinery.version import BUILD_VERSION, GO_VERSION
 from .. import debugflags, zpages
 from ..ui import serving as console
@@ -130,19 +130,6 @@ def _etagged(request: web.Request, body: bytes, tag: str, headers: dict[str, str
     return web.Response(body=body, content_type="application/json", headers=headers)
 
 
-def _user_from_cert(cert: dict | None) -> User | None:
-    if not cert:
-        return None
-    cn, orgs = "", []
-    for rdn in cert.get("subject", ()):
-        for k, v in rdn:
-            if k == "commonName":
-                cn = v
-            elif k == "organizationName":
-                orgs.append(v)
-    return User(cn, tuple(orgs) + ("system:authenticated",)) if cn else None
-
-
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
@@ -180,6 +167,8 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
+        if pki is not None:
+            self.handlers.kubelets.use(*ensure_kubelet_client(pki.dir, pki.ca))
         self.handlers.on_built_in_change = self._forget_openapi
         self.handlers.min_request_timeout = min_request_timeout
         #: every request's but the long-running ones' (WithRequestDeadline)
@@ -651,7 +640,7 @@ class APIServer:
         if known is None or known[0] is not cert:
             if len(self._certs) >= 4096:
                 self._certs.clear()
-            known = self._certs[id(cert)] = (cert, is_front_proxy(cert), _user_from_cert(cert))
+            known = self._certs[id(cert)] = (cert, is_front_proxy(cert), user_from_cert(cert))
         return known[1], known[2]
 
     async def authenticate_token(self, token: str, audit: dict[str, str] | None = None,

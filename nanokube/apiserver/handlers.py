@@ -49,6 +49,7 @@ from .options import (
     watch_timeout,
     write_options_errors,
 )
+from .streaming.kubelet import Kubelets
 from .streaming.pods import PodStreaming
 from .streaming.proxy import ProxySubresources
 from .subresources import Subresources
@@ -394,6 +395,11 @@ class APIHandlers:
         self.streams.admit = rest.admit_connect
         #: pods/proxy, services/proxy and nodes/proxy, reaching pods through the same node agents
         self.proxies = ProxySubresources(rest, index, self.streams.node_servers)
+        #: the nodes' kubelets: an in-process agent's, or dialled at the Node's address
+        self.kubelets = self.proxies.nodes = self.streams.kubelets = Kubelets(
+            lambda name: rest._entry(index.get("", "v1", "nodes"), None, name).obj, self.streams.get_pod,
+            self.proxies.kubelets)
+        self.sub.log_readers.append(self.kubelets.read_log)
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}

@@ -37,3 +37,18 @@ class User:
 CONTROLLER_USER = User("system:kube-controller-manager", ("system:authenticated",))
 #: the identity kube-scheduler acts as (upstream's user.KubeScheduler)
 SCHEDULER_USER = User("system:kube-scheduler", ("system:authenticated",))
+
+
+def user_from_cert(cert: dict | None) -> User | None:
+    """The user a verified client certificate (ssl's getpeercert() form) names: its common name, in
+    its organizations' groups and system:authenticated (the x509 authenticator's CommonNameUserConversion)."""
+    if not cert:
+        return None
+    cn, orgs = "", []
+    for rdn in cert.get("subject", ()):
+        for k, v in rdn:
+            if k == "commonName":
+                cn = v
+            elif k == "organizationName":
+                orgs.append(v)
+    return User(cn, tuple(orgs) + ("system:authenticated",)) if cn else None

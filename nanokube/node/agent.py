@@ -292,6 +292,9 @@ class NodeAgent:
         self.status_interval = status_interval
         self.pod_cidr = pod_cidr(spec.index)
         self.host_ip = node_ip(spec.index)
+        #: the Hostname address and kubelet port the Node reports, where the API server dials its
+        #: kubelet (a standalone kubelet's --hostname-override and --port)
+        self.hostname, self.kubelet_port = spec.name, 10250
         self.ips = IPPool(self.pod_cidr)
         self.nodes = heartbeat.resource("", "v1", "nodes")
         self.leases = heartbeat.resource("coordination.k8s.io", "v1", "leases")
@@ -416,8 +419,8 @@ class NodeAgent:
             "capacity": {**self.spec.capacity, **capacity},
             "allocatable": {**self.spec.allocatable, **allocatable},
             "conditions": self._conditions,
-            "addresses": [{"type": "InternalIP", "address": self.host_ip}, {"type": "Hostname", "address": self.name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "addresses": [{"type": "InternalIP", "address": self.host_ip}, {"type": "Hostname", "address": self.hostname}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
             "images": image_list(self.images),
             "nodeInfo": {
                 "machineID": ident, "systemUUID": _dashed(ident), "bootID": _dashed(ident[::-1]),

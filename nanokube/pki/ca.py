@@ -175,3 +175,11 @@ def ensure_front_proxy(pki_dir: str) -> tuple[KeyPair, KeyPair]:
     client = _load_or(os.path.join(pki_dir, "front-proxy-client.crt"), os.path.join(pki_dir, "front-proxy-client.key"),
                       lambda: issue(ca, "front-proxy-client", client=True))
     return ca, client
+
+
+def ensure_kubelet_client(pki_dir: str, ca: KeyPair) -> tuple[str, str]:
+    """The API server's client certificate towards the kubelets (kubeadm's apiserver-kubelet-client,
+    in system:masters as kubeadm's were before 1.29): its certificate and key files."""
+    paths = os.path.join(pki_dir, "apiserver-kubelet-client.crt"), os.path.join(pki_dir, "apiserver-kubelet-client.key")
+    _load_or(*paths, lambda: issue(ca, "kube-apiserver-kubelet-client", organizations=("system:masters",), client=True))
+    return paths

@@ -123,7 +123,7 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap),
                                  "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--bind-address", "127.0.0.1",
-                                 "--secure-port", str(port)],
+                                 "--secure-port", str(port), "--hostname-override", "127.0.0.1"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         def ready():
@@ -150,13 +150,15 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
         cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=yaml.safe_dump({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-joined"},
             "spec": {"nodeSelector": {"kubernetes.io/hostname": NODE},
-                     "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}))
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "command": ["sh", "-c", "echo started on the joined node; sleep 3600"]}]}}))
 
         def running():
             pod = cluster.kubectl_json("get", "pod", "-n", NAMESPACE, "on-joined")
             return pod if pod["status"].get("phase") == "Running" else None
 
         assert wait_for(running, what="the pod Running on the joined node")["spec"]["nodeName"] == NODE
+        _streams_through_the_api_server(cluster, port)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         text = log_path.read_text()
@@ -170,6 +172,25 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
         for c in cluster.kubectl_json("get", "csr")["items"]:
             if c["spec"]["username"] == f"system:bootstrap:{TOKEN_ID}":
                 cluster.kubectl("delete", "csr", c["metadata"]["name"])
+
+
+def _streams_through_the_api_server(cluster, port: int) -> None:
+    """The API server reaches the joined kubelet at the Node's Hostname address and kubelet port with
+    its kubelet client certificate: logs, exec, the kubelet's endpoints under nodes/proxy; the
+    kubelet asks the API server whether a caller may (anonymous may not)."""
+    node = cluster.kubectl_json("get", "node", NODE)
+    assert {"type": "Hostname", "address": "127.0.0.1"} in node["status"]["addresses"]
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == port
+    assert wait_for(lambda: cluster.kubectl("logs", "-n", NAMESPACE, "on-joined").stdout,
+                    what="the pod's log") == "started on the joined node\n"
+    assert cluster.kubectl("exec", "-n", NAMESPACE, "on-joined", "--", "echo", "hi", "there").stdout == "hi there\n"
+    summary = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/stats/summary").stdout)
+    assert summary["node"]["nodeName"] == NODE
+    assert [p["podRef"]["name"] for p in summary["pods"]] == ["on-joined"]
+    insecure = ssl._create_unverified_context()
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"https://127.0.0.1:{port}/pods", context=insecure, timeout=10)
+    assert e.value.code == 403 and b"system:anonymous" in e.value.read()
 
 
 def test_an_unknown_pool_is_refused_before_bootstrapping(tmp_path):

@@ -270,6 +270,9 @@ _NODE = [
     _rule(["get"], ["storage.k8s.io"], ["volumeattachments"]),
     _rule(["get", "watch", "list"], ["storage.k8s.io"], ["csidrivers"]),
     _rule(["get", "create", "update", "patch", "delete"], ["storage.k8s.io"], ["csinodes"]),
+    # the kubelet's webhook authentication and authorization of its own endpoints (non-mutating creates)
+    _rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+    _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews", "localsubjectaccessreviews"]),
 ]
 
 

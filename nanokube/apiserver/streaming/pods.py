@@ -47,6 +47,8 @@ class PodStreaming:
         #: CONNECT admission, `await admit(subresource, namespace, name, options, user)`; None admits all
         self.admit: Callable[..., Awaitable[None]] | None = None
         self._sessions: set[asyncio.Task] = set()
+        #: the kubelets of nodes no agent here runs (kubelet.Kubelets), which a stream is proxied to
+        self.kubelets = None
 
     async def close(self) -> None:
         """End every open session (server shutdown): long-lived exec, attach and
@@ -82,12 +84,14 @@ class PodStreaming:
         if self.admit is not None and (user := request.get(USER)) is not None:
             await self.admit(sub, namespace, name, connect_options(sub, request.query), user)
         pod = self.get_pod(namespace, name)
+        q = request.query
+        container = "" if sub == "portforward" else pod_container(pod, q.get("container", ""))
+        node = self._node(pod)
+        if node is None:  # the kubelet's own streaming server makes the checks below
+            return await self.kubelets.stream(request, pod, sub, container)
         if sub == "portforward":
             md = pod["metadata"]
-            return await serve_port_forward(request, self._node(pod), md["namespace"], md["name"], md.get("uid", ""))
-        q = request.query
-        container = pod_container(pod, q.get("container", ""))
-        node = self._node(pod)
+            return await serve_port_forward(request, node, md["namespace"], md["name"], md.get("uid", ""))
         if not node.has_container(namespace, name, pod["metadata"].get("uid", ""), container):
             # the kubelet's answer, which clients print as "unable to upgrade connection: ..."
             return web.Response(status=404, text=f'container not found ("{container}")')
@@ -99,7 +103,9 @@ class PodStreaming:
 
     # --- checks -------------------------------------------------------------------------
 
-    def _node(self, pod: dict) -> NodeStreaming:
+    def _node(self, pod: dict) -> NodeStreaming | None:
+        """The streaming server of the agent here that runs the pod; None where the pod's node
+        is another's, its kubelet dialled."""
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             raise errors.bad_request(f"pod {pod['metadata']['name']} does not have a host assigned")
@@ -107,5 +113,7 @@ class PodStreaming:
             server = lookup(node)
             if server is not None:
                 return server
+        if self.kubelets is not None:
+            return None
         raise errors.APIError(500, "InternalError", f"Internal error occurred: error dialing backend: no node agent "
                                                     f"serves streaming for node \"{node}\"")

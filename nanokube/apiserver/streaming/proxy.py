@@ -6,7 +6,8 @@ ResourceLocation, apimachinery's UpgradeAwareHandler and proxy Transport).
 kube-apiserver dials the pod's IP itself; here the API server has no route
 into pod networks, so the connection is the node agent's port-forward to the
 pod's port (what `kubectl port-forward` uses), and a node's kubelet endpoints
-are its agent's in-process server. What the client sees is upstream's: the
+are its agent's in-process server, or the kubelet dialled at the Node's
+address (kubelet.py) for a node no agent here runs. What the client sees is upstream's: the
 `[scheme:]name[:port]` forms, the request and response headers the reverse
 proxy sets and strips, HTML links and redirects rewritten under the proxy
 path, and a backend that cannot be reached as a 503 ServiceUnavailable
@@ -153,14 +154,16 @@ class DialError(Exception):
 
 class ProxySubresources:
     """Serves the proxy subresources. `node_servers` are the streaming servers' lookups by node name
-    (PodStreaming's); `kubelets` are lookups of a node's kubelet endpoints:
-    `await serve(request, path) -> web.StreamResponse` (None: not theirs)."""
+    (PodStreaming's); `kubelets` are the in-process lookups of a node's kubelet endpoints:
+    `await serve(request, path) -> web.StreamResponse` (None: not theirs), other nodes' dialled."""
 
     def __init__(self, rest, index, node_servers: list[Callable[[str], NodeStreaming | None]]):
         self.rest = rest
         self.index = index
         self.node_servers = node_servers
         self.kubelets: list[Callable[[str], object | None]] = []
+        #: how a node's kubelet is reached (kubelet.Kubelets, whose in-process lookups are `kubelets`)
+        self.nodes = None
 
     async def handle(self, request: web.Request, plural: str, namespace: str | None, id_: str,
                      after: list[str], trailing_slash: bool) -> web.StreamResponse:
@@ -256,23 +259,16 @@ class ProxySubresources:
 
     async def _node(self, request: web.Request, name: str, port: str, sub: str) -> web.StreamResponse:
         """node.ResourceLocation: the kubelet's endpoint when no port or the kubelet's is named."""
-        node = self._get("nodes", None, name)
-        kubelet_port = str((((node.get("status") or {}).get("daemonEndpoints") or {}).get("kubeletEndpoint")
-                            or {}).get("Port") or 10250)
-        host = next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
-                     if a.get("type") == "InternalIP"), name)
-        if port and port != kubelet_port:
+        host, kubelet_port = self.nodes.location(self._get("nodes", None, name))
+        if port and port != str(kubelet_port):
             raise unreachable(f"dial tcp {join_host_port(host, port)}: connect: connection refused")
-        kubelet = next((k for lookup in self.kubelets if (k := lookup(name)) is not None), None)
-        if kubelet is None:
-            raise unreachable(f"dial tcp {join_host_port(host, kubelet_port)}: connect: no route to host")
         target = join_preserving_trailing_slash("", sub)
         if not target and request.method in ("GET", "HEAD"):
             return _redirect_to_slash(request)
-        return await _relayed(request, await kubelet.serve(request, target or "/"))
+        return await self.nodes.serve(request, name, target)
 
 
-async def _relayed(request: web.Request, answer: web.StreamResponse) -> web.StreamResponse:
+async def relayed(request: web.Request, answer: web.StreamResponse) -> web.StreamResponse:
     """A kubelet's whole answer sent on as a backend's is: as it came. The API server's own answers
     are negotiated (YAML, protobuf, pretty-printed for curl) and gzipped; a proxied one never is."""
     if type(answer) is not web.Response:
