@@ -220,11 +220,16 @@ async def _up(args: argparse.Namespace) -> int:
     server.rest.admission.configure(admission_configs)
     if tracing_config is not None:
         tracing = apiserver_tracing.start(server, tracing_config, args.store)
-    if args.api_workers > 1:
-        from .apiserver.worker_metrics import WorkerMetrics
-        from .apiserver.workers import Workers, share_service_allocations
+    if args.api_workers > 1 or args.store.startswith("etcd://"):
+        # other processes allocate ClusterIPs and node ports from the same store: this server's workers,
+        # or other API servers on the same etcd (an HA control plane); the store arbitrates
+        from .apiserver.workers import share_service_allocations
 
         share_service_allocations(server)
+    if args.api_workers > 1:
+        from .apiserver.worker_metrics import WorkerMetrics
+        from .apiserver.workers import Workers
+
         scrape = WorkerMetrics(server, pki)
     try:
         await server.start()

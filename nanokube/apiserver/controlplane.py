@@ -58,12 +58,15 @@ async def start_loops(server, writer: bool = True) -> list:
     crds = CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                            server.resources_changed)
     if writer:
-        grace = ORPHAN_GRACE if server.workers > 1 else 0.0
+        # allocations shared with other processes (workers, or API servers on one etcd) leave records another
+        # may be about to use: orphans are repaired after a grace period, node port records too
+        shared = services.reservations is not None
+        grace = ORPHAN_GRACE if shared else 0.0
         loops = [IPAddressRepair(loopback, services, grace, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
                  apf_status,
                  ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
                  APIServerIdentity(server), IdentityLeaseGC(server), KubernetesService(server), SystemNamespaces(server), crds]
-        if server.workers > 1:
+        if shared:
             loops.append(NodePortRepair(server, ORPHAN_GRACE))
     else:
         crds.controllers = []

@@ -2,7 +2,8 @@
 of the first's DIR/pki (the cluster CA, the service-account key, the front-proxy CA: what kubeadm
 copies to another control-plane node), nodes of its own, and its own listen and advertised address
 on the first's port. Both serve the same objects at the same resourceVersions, the `kubernetes`
-Service's endpoints name both, and when one is killed the other drops it and takes over scheduling."""
+Service's endpoints name both, neither hands out a ClusterIP or node port the other did, and
+when one is killed the other drops it and takes over scheduling."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ pools:
 """
 
 
+def service(name: str, cluster_ip: str, node_port: int) -> str:
+    return (f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: default}}\n"
+            f"spec: {{type: NodePort, clusterIP: {cluster_ip}, ports: [{{port: 80, nodePort: {node_port}}}]}}\n")
+
+
 def test_two_api_servers_on_one_etcd_serve_alike_and_survive_a_kill_9(store_url):
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-ha-"))
     port = str(free_port())
@@ -47,6 +53,11 @@ def test_two_api_servers_on_one_etcd_serve_alike_and_survive_a_kill_9(store_url)
         made = first.kubectl_json("create", "configmap", "ha", "--from-literal=k=v")
         assert second.kubectl_json("get", "configmap", "ha")["metadata"]["resourceVersion"] == \
             made["metadata"]["resourceVersion"]
+        # a ClusterIP and a node port one server handed out are taken for the other too (the store arbitrates)
+        first.kubectl("create", "-f", "-", input=service("a", "10.96.50.50", 30080))
+        for name, ip, node_port in (("b", "10.96.50.51", 30080), ("c", "10.96.50.50", 30081)):
+            taken = second.kubectl("create", "-f", "-", input=service(name, ip, node_port), check=False)
+            assert taken.returncode != 0 and "already allocated" in taken.stderr, taken.stderr
         # a service account token the first server issued, accepted by the second (the shared key)
         token = wait_for(lambda: first.kubectl("create", "token", "default", check=False).stdout.strip(),
                          what="a token for the default ServiceAccount")
