@@ -1,5 +1,6 @@
-"""The kubelet's TLS bootstrapping and client certificate rotation (kubelet/certificate/bootstrap,
-RotateKubeletClientCertificate). A node that has only a bootstrap kubeconfig (a bootstrap token)
+"""The kubelet's TLS bootstrapping and client certificate rotation (kubelet/certificate/bootstrap;
+rotation is --rotate-certificates alone: its RotateKubeletClientCertificate gate, GA in 1.19, was
+removed in 1.21, and 1.37 refuses it as unrecognized). A node that has only a bootstrap kubeconfig (a bootstrap token)
 makes a key, asks for a client certificate for system:node:<name> in system:nodes with a
 CertificateSigningRequest to the kube-apiserver-client-kubelet signer, waits for it to be approved
 (kube-controller-manager's csrapproving approves it when RBAC lets the requester create

@@ -3,10 +3,13 @@ authenticates as system:bootstrap:<id> (an expired one does not, and the token c
 its Secret); cluster-info is readable without credentials and the bootstrap signer's JWS of it
 verifies with the token; `nanokube kubelet --bootstrap-kubeconfig` has its client certificate
 approved and issued, writes its kubeconfig, registers a Ready node, answers /healthz, runs a pod
-bound to it, and stops on SIGTERM. Everything it makes is removed after it (the session's cluster)."""
+bound to it whose log, exec and kubelet endpoints kubectl reaches through the API server, and stops
+on SIGTERM; its client certificate is rotated as the node. Everything it makes is removed after it
+(the session's cluster)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -16,12 +19,18 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 import yaml
+from cryptography import x509
 
+from nanokube.client import kubeconfig
+from nanokube.client.http import HTTPClient
+from nanokube.clock import Clock
+from nanokube.node import bootstrap
 from tests.e2e.conftest import wait_for
 
 TOKEN_ID, TOKEN_SECRET = "join61", "s3cr3tt0k3n00061"
@@ -107,21 +116,31 @@ def test_cluster_info_is_public_and_signed_with_the_token(cluster, token):
     assert signature == _b64url(expected)
 
 
-def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
+def _bootstrap_kubeconfig(cluster, token: str, path) -> None:
     server, ca = _admin(cluster)
-    bootstrap = tmp_path / "bootstrap-kubelet.conf"
-    bootstrap.write_text(yaml.safe_dump({
+    path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "tls-bootstrap",
         "clusters": [{"name": "join", "cluster": {"server": server,
                                                   "certificate-authority-data": base64.b64encode(ca).decode()}}],
         "users": [{"name": "bootstrap", "user": {"token": token}}],
         "contexts": [{"name": "tls-bootstrap", "context": {"cluster": "join", "user": "bootstrap"}}]}))
+
+
+def _delete_csrs(cluster, *usernames: str) -> None:
+    for c in cluster.kubectl_json("get", "csr")["items"]:
+        if c["spec"]["username"] in usernames:
+            cluster.kubectl("delete", "csr", c["metadata"]["name"], "--ignore-not-found")
+
+
+def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
+    bootstrap_conf = tmp_path / "bootstrap-kubelet.conf"
+    _bootstrap_kubeconfig(cluster, token, bootstrap_conf)
     kubelet_conf, log_path = tmp_path / "kubelet.conf", tmp_path / "kubelet.log"
     with socket.socket() as s:  # a free port for its endpoints
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap),
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap_conf),
                                  "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--bind-address", "127.0.0.1",
                                  "--secure-port", str(port), "--hostname-override", "127.0.0.1"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -169,9 +188,73 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
             proc.wait()
         cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", "--ignore-not-found")
         cluster.kubectl("delete", "node", NODE, "--ignore-not-found")
-        for c in cluster.kubectl_json("get", "csr")["items"]:
-            if c["spec"]["username"] == f"system:bootstrap:{TOKEN_ID}":
-                cluster.kubectl("delete", "csr", c["metadata"]["name"])
+        _delete_csrs(cluster, f"system:bootstrap:{TOKEN_ID}")
+
+
+class _Jumping(Clock):
+    """Real time, but a wait longer than a few seconds (the rotation deadline, months away) is
+    skipped: the clock jumps to its end."""
+
+    def __init__(self):
+        self.offset = 0.0
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds > 5:
+            self.offset += seconds
+            seconds = 0
+        await asyncio.sleep(seconds)
+
+
+def test_the_client_certificate_is_rotated_as_the_node(cluster, token, tmp_path):
+    """--rotate-certificates: once 70 to 90% of the certificate's life (a year) has passed on the
+    kubelet's clock, it asks for a new one as the node itself; csrapproving approves it as
+    selfnodeclient and the kubelet uses it from then on. Its 1.8-1.20 gate is gone since 1.21."""
+    name, pem = "rotated-61", tmp_path / "pki" / bootstrap.CURRENT
+    _bootstrap_kubeconfig(cluster, token, tmp_path / "bootstrap-kubelet.conf")
+
+    async def factory(creds):
+        client = HTTPClient(creds)
+        await client.start()
+        return client
+
+    async def scenario() -> tuple[bytes, bytes, dict]:
+        await bootstrap.bootstrap(str(tmp_path / "kubelet.conf"), str(tmp_path / "bootstrap-kubelet.conf"),
+                                  str(tmp_path / "pki"), name, factory)
+        first = pem.read_bytes()
+        client = await factory(kubeconfig.load(str(tmp_path / "kubelet.conf"), env={}))
+        rotation = asyncio.create_task(bootstrap.rotate(client, name, str(pem), _Jumping()))
+        try:
+            for _ in range(600):
+                if pem.read_bytes() != first:
+                    break
+                await asyncio.sleep(0.1)
+            review = await client.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                          {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        finally:
+            rotation.cancel()
+            await asyncio.gather(rotation, return_exceptions=True)
+            await client.close()
+        return first, pem.read_bytes(), review
+
+    try:
+        first, rotated, review = asyncio.run(scenario())
+        assert rotated != first
+        assert x509.load_pem_x509_certificate(rotated).subject.rfc4514_string() == f"CN=system:node:{name},O=system:nodes"
+        assert review["status"]["userInfo"]["username"] == f"system:node:{name}"
+        renewals = [c for c in cluster.kubectl_json("get", "csr")["items"]
+                    if c["spec"]["username"] == f"system:node:{name}"]
+        assert renewals and all(c["spec"]["signerName"] == bootstrap.CLIENT_SIGNER for c in renewals)
+        assert (renewals[0]["status"]["conditions"][0]["reason"], renewals[0]["status"]["conditions"][0]["message"]) == (
+            "AutoApproved", "Auto approving self kubelet client certificate after SubjectAccessReview.")
+    finally:
+        _delete_csrs(cluster, f"system:bootstrap:{TOKEN_ID}", f"system:node:{name}")
+    got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", str(tmp_path / "kubelet.conf"),
+                          "--feature-gates", "RotateKubeletClientCertificate=true"], capture_output=True, text=True,
+                         timeout=60)
+    assert got.returncode == 2 and "unrecognized feature gate: RotateKubeletClientCertificate" in got.stderr
 
 
 def _streams_through_the_api_server(cluster, port: int) -> None:
@@ -194,8 +277,8 @@ def _streams_through_the_api_server(cluster, port: int) -> None:
 
 
 def test_an_unknown_pool_is_refused_before_bootstrapping(tmp_path):
-    bootstrap = tmp_path / "bootstrap-kubelet.conf"  # never read: the pool is checked first
-    got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap),
+    bootstrap_conf = tmp_path / "bootstrap-kubelet.conf"  # never read: the pool is checked first
+    got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap_conf),
                           "--kubeconfig", str(tmp_path / "kubelet.conf"), "--node-name", NODE, "--pool", "nosuch"],
                          capture_output=True, text=True, timeout=60)
     assert got.returncode == 2
