@@ -178,8 +178,8 @@ def _fits(value: Any, schema: Any) -> bool:
         return isinstance(value, dict)
     if isinstance(schema, list):
         return isinstance(value, list)
-    if schema is bool:
-        return isinstance(value, bool)
+    if schema in (bool, int):
+        return isinstance(value, schema) and (schema is bool or not isinstance(value, bool))
     return isinstance(value, (str, datetime.date))
 
 
@@ -199,7 +199,7 @@ def mistyped(value: Any, schema: Any, path: str) -> str | None:
 
 def _unmarshal(value: Any, schema: Any, path: str) -> str:
     want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
-            if isinstance(schema, list) else "bool" if schema is bool else "string")
+            if isinstance(schema, list) else "bool" if schema is bool else "int32" if schema is int else "string")
     return f"json: cannot unmarshal {_json_type(value)} into Go struct field {path} of type {want}"
 
 

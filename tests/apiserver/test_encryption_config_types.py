@@ -1,0 +1,36 @@
+"""An EncryptionConfiguration whose field holds a value of another JSON type (`resources: 5`,
+`keys: [5]`, a key's `secret: 5`, `identity: 5`, a KMS `cachesize: x`) or that nests past the
+decoder's depth is refused by the decoder, in Go's words: `up` stops with its line. Before, such
+a file was a Python traceback out of `up` (TypeError, AttributeError, RecursionError)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nanokube.cli import main
+
+HEAD = "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\n"
+ONE = "resources:\n- resources: [secrets]\n  providers: [%s]\n"
+
+
+@pytest.mark.parametrize("config, line", [
+    (HEAD + "resources: 5\n", "Go struct field EncryptionConfiguration.resources of type array"),
+    (HEAD + "resources: [5]\n", "Go struct field EncryptionConfiguration.resources[0] of type object"),
+    (HEAD + "resources:\n- resources: [5]\n  providers: [identity: {}]\n",
+     "Go struct field EncryptionConfiguration.resources[0].resources[0] of type string"),
+    (HEAD + ONE % "aescbc: {keys: [5]}", "EncryptionConfiguration.resources[0].providers[0].aescbc.keys[0] of type object"),
+    (HEAD + ONE % "aesgcm: {keys: [{name: k, secret: 5}]}",
+     "EncryptionConfiguration.resources[0].providers[0].aesgcm.keys[0].secret of type string"),
+    (HEAD + ONE % "identity: 5", "EncryptionConfiguration.resources[0].providers[0].identity of type object"),
+    (HEAD + ONE % "kms: {apiVersion: v2, name: [a], endpoint: 'unix:///x.sock'}",
+     "EncryptionConfiguration.resources[0].providers[0].kms.name of type string"),
+    (HEAD + ONE % "kms: {apiVersion: v2, name: a, endpoint: 'unix:///x.sock', cachesize: x}",
+     "EncryptionConfiguration.resources[0].providers[0].kms.cachesize of type int32"),
+    (HEAD + "x: " + "[" * 3000 + "]" * 3000 + "\n", "exceeded maximum nesting depth"),
+])
+def test_up_stops_on_a_value_of_the_wrong_type_without_a_traceback(tmp_path, capsys, config, line):
+    path = tmp_path / "enc.yaml"
+    path.write_text(config)
+    assert main(["up", "--data-dir", str(tmp_path / "d"), "--encryption-provider-config", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert line in err and "Traceback" not in err, err
