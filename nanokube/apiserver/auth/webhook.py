@@ -14,17 +14,23 @@ import asyncio
 import http.client
 import logging
 import random
+import socket
+import ssl
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
 from ...cel import CELError, Program
 from ...client import kubeconfig
 from ...clock import REAL, Clock
+from ...machinery.goduration import string as go_duration
+from ...machinery.hostport import join_host_port
+from ..webhook.client import status_message, x509_reason
 from .authorizer import Attributes
 
 log = logging.getLogger(__name__)
@@ -50,13 +56,48 @@ def _post(request: urllib.request.Request, context, timeout: float) -> bytes:
     deadline = time.monotonic() + timeout
     with urllib.request.urlopen(request, context=context, timeout=timeout) as r:
         chunks = []
-        while chunk := r.read1(1 << 16):
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the answer took longer than {timeout:g} s")
+        try:
+            while chunk := r.read1(1 << 16):
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the answer took longer than {timeout:g} s")
+        except TimeoutError:
+            raise BodyTimeout() from None
         if r.length:  # (read1 ends quietly where the connection does)
             raise http.client.IncompleteRead(b"".join(chunks), r.length)
         return b"".join(chunks)
+
+
+class BodyTimeout(TimeoutError):
+    """The deadline passed while the answer's body was read (its headers had come)."""
+
+
+def go_error(e: Exception, url: str) -> str:
+    """What failed, as client-go's REST client says it: a transport error as Go's url.Error
+    (`Post "URL": cause`), a non-2xx answer by its Status or code, a body cut short or late as
+    the read's error."""
+    if isinstance(e, urllib.error.HTTPError):
+        return status_message(e.code, e.read() if e.fp is not None else b"")
+    if isinstance(e, (BodyTimeout, http.client.IncompleteRead)):
+        cause = "context deadline exceeded" if isinstance(e, BodyTimeout) else "unexpected EOF"
+        return f"unexpected error when reading response body. Please retry. Original error: {cause}"
+    cause = getattr(e, "reason", e) if isinstance(e, urllib.error.URLError) else e
+    host = urlsplit(url).hostname or ""
+    if isinstance(cause, TimeoutError):
+        why = "context deadline exceeded"
+    elif isinstance(cause, ssl.SSLCertVerificationError):
+        why = f"tls: failed to verify certificate: {x509_reason(cause, host)}"
+    elif isinstance(cause, socket.gaierror):
+        why = f"dial tcp: lookup {host}: no such host"
+    elif isinstance(cause, ConnectionRefusedError):
+        why = f"dial tcp {join_host_port(host, urlsplit(url).port or 443)}: connect: connection refused"
+    elif isinstance(cause, ConnectionResetError):
+        why = "read: connection reset by peer"
+    elif isinstance(cause, OSError) and cause.strerror:
+        why = cause.strerror.lower()
+    else:
+        return str(cause)
+    return f'Post "{url}": {why}'
 
 
 class WebhookConfigError(ValueError):
@@ -109,6 +150,8 @@ class WebhookAuthorizer:
         except kubeconfig.KubeconfigError as e:
             raise WebhookConfigError(f"authorizer {name}: invalid webhook kubeconfig: {e}") from None
         self.url, self._ssl, self._token = creds.server, creds.ssl, creds.token
+        #: what is POSTed to, and errors name: the REST client sends its timeout along (`?timeout=3s`)
+        self._post_url = f"{self.url}?timeout={go_duration(round(spec.timeout * 1e9))}"
         #: review spec (its JSON) -> (expires at, allowed, denied, reason)
         self._cache: dict[bytes, tuple[float, bool, bool, str]] = {}
 
@@ -174,7 +217,7 @@ class WebhookAuthorizer:
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
         started, pause, error = time.monotonic(), RETRY_PAUSE, None
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        request = urllib.request.Request(self._post_url, data=body, headers=headers, method="POST")
         for attempt in range(RETRY_STEPS):  # (WithExponentialBackoff: transient failures tried again)
             if attempt:
                 time.sleep(pause * (1 + RETRY_JITTER * random.random()))
@@ -195,10 +238,11 @@ class WebhookAuthorizer:
             result = "timeout" if timed_out else "error"
         self.metrics.webhook(self.name, result, time.monotonic() - started)
         if result != "success":
-            log.warning("authorizer %s: the webhook failed: %s", self.name, error)
+            why = go_error(error, self._post_url)
+            log.error("Failed to make webhook authorizer request: %s", why)
             if self.spec.failure_policy != "Deny":
                 self.metrics.fail_open(self.name, result)
-            return self._failed(f"webhook {self.name} failed: {result}")
+            return self._failed(why)
         answer = status.get("allowed") is True, status.get("denied") is True, str(status.get("reason") or "")
         if answer[0]:
             ttl, keep = self.spec.authorized_ttl, self.spec.cache_authorized

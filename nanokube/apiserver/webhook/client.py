@@ -124,7 +124,7 @@ class WebhookClient:
         except TimeoutError:
             raise WebhookError(f'Post "{shown}": context deadline exceeded') from None
         except aiohttp.ClientConnectorCertificateError as e:
-            raise WebhookError(f'Post "{shown}": tls: failed to verify certificate: {_x509_reason(e, server_name or urlsplit(shown).hostname)}') from None
+            raise WebhookError(f'Post "{shown}": tls: failed to verify certificate: {x509_reason(e.certificate_error, server_name or urlsplit(shown).hostname)}') from None
         except aiohttp.ClientConnectorError as e:
             u = urlsplit(dialled)
             why = "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else (e.os_error.strerror or str(e.os_error)).lower()
@@ -134,7 +134,7 @@ class WebhookClient:
         except (aiohttp.ClientError, OSError) as e:
             raise WebhookError(f'Post "{shown}": {e}') from None
         if not 200 <= status < 300:
-            raise WebhookError(_status_message(status, raw))
+            raise WebhookError(status_message(status, raw))
         try:
             out = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -161,7 +161,8 @@ def _endpoint_ip(server_name: str | None, dialled: str) -> bool:
     return True
 
 
-def _status_message(code: int, raw: bytes) -> str:
+def status_message(code: int, raw: bytes) -> str:
+    """client-go's error for a non-2xx answer: the message of the Status it holds, else the generic one."""
     try:
         st = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -171,8 +172,8 @@ def _status_message(code: int, raw: bytes) -> str:
     return generic_status_message(code, raw)
 
 
-def _x509_reason(e: aiohttp.ClientConnectorCertificateError, host: str | None) -> str:
-    cert_err = e.certificate_error
+def x509_reason(cert_err: Exception, host: str | None) -> str:
+    """Go's x509 error for a certificate that failed verification (Python's `cert_err`)."""
     text = getattr(cert_err, "verify_message", "") or str(cert_err)
     if "Hostname mismatch" in text or "IP address mismatch" in text:
         return f"x509: certificate is not valid for {host}"

@@ -109,14 +109,18 @@ async def test_only_a_webhook_denies_and_always_deny_leaves_the_decision_to_the_
 async def test_a_failing_webhook_is_an_evaluation_error_and_a_500_where_none_allows(tmp_path):
     webhook = Webhook(tmp_path)
     webhook.close()  # nobody answers at its address
+    port = webhook.httpd.server_address[1]
+    # the REST client's error, as Go's url.Error gives it: the URL with the timeout it sends, the cause
+    refused = f'Post "https://127.0.0.1:{port}/authorize?timeout=3s": dial tcp 127.0.0.1:{port}: connect: connection refused'
     async with served_with(tmp_path, config(webhook, "NoOpinion")) as (server, api):
         admin = admin_of(server)
         try:
             assert await access_review(admin, "dave", ["devs"], "pods", "team-a") == {
-                "allowed": False, "evaluationError": "webhook team-a failed: error"}
+                "allowed": False, "evaluationError": refused}
         finally:
             admin.close()
         with pytest.raises(ApiException) as e:  # dave's own request: no authorizer allows, one failed
             await asyncio.to_thread(client.CoreV1Api(api).list_namespaced_pod, "team-a")
         assert (e.value.status, e.value.headers["Content-Type"]) == (500, "text/plain; charset=utf-8")
-        assert e.value.body == 'Internal Server Error: "/api/v1/namespaces/team-a/pods": webhook team-a failed: error\n'
+        assert e.value.body == f'Internal Server Error: "/api/v1/namespaces/team-a/pods": {refused}\n'
+
