@@ -347,16 +347,22 @@ class AuthorizationController(ReloadedConfig):
         """What SelfSubjectRulesReview lists: RBAC's rules (a webhook's are not enumerable)."""
         return self.rbac.rules_for(*args)
 
-    def unlisted(self, user_name: str, groups: tuple[str, ...]) -> list[str]:
-        """Why the rules listed for a user may be incomplete, as upstream's rule resolvers say it:
-        a webhook's rules are never known, a node's come from the Node authorizer's graph."""
-        why = []
+    def unlisted(self, user_name: str, groups: tuple[str, ...], rbac: list[str]) -> tuple[bool, list[str]]:
+        """(whether the rules listed for a user may be incomplete, the rule resolvers' errors), as
+        upstream's union of the chain's rule resolvers gives them, in its order: a webhook's rules
+        are never known, a node's come from the Node authorizer's graph, RBAC's errors (`rbac`, a
+        binding's role not found) leave the rules complete."""
+        incomplete, why = False, []
         for kind, _, _ in self.authorizer.chain:
             if kind == "Webhook":
+                incomplete = True
                 why.append("webhook authorizer does not support user rule resolution")
             elif kind == "Node" and node_of(user_name, groups):
+                incomplete = True
                 why.append(NOT_LISTED)
-        return list(dict.fromkeys(why))
+            elif kind == "RBAC":
+                why += rbac
+        return incomplete, why
 
     def build(self, text: str) -> ConfiguredAuthorizer:
         return ConfiguredAuthorizer(parse(text), self.node, self.rbac, self.metrics, self.clock)

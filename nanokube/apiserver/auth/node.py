@@ -245,7 +245,9 @@ class ChainAuthorizer:
         return self.rbac.authorize(user_name, groups, a)
 
     @staticmethod
-    def unlisted(user_name: str, groups: tuple[str, ...]) -> list[str]:
-        """Why the rules listed for a user may be incomplete (upstream's union of rule resolvers:
-        the Node authorizer's says so for a node, whose rules it cannot list)."""
-        return [NOT_LISTED] if node_of(user_name, groups) else []
+    def unlisted(user_name: str, groups: tuple[str, ...], rbac: list[str]) -> tuple[bool, list[str]]:
+        """(whether the rules listed for a user may be incomplete, the rule resolvers' errors), as
+        upstream's union of rule resolvers gives them, Node's then RBAC's (`rbac`): the Node
+        authorizer says so for a node, whose rules it cannot list."""
+        node = node_of(user_name, groups)
+        return node, [NOT_LISTED, *rbac] if node else rbac

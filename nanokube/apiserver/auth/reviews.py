@@ -56,7 +56,8 @@ class Reviews:
         self.authorize = authorize
         self.clock = clock
         self.rules_for = rules_for
-        #: `unlisted(name, groups) -> [why]`: the authorizers whose rules for a user rules_for cannot list
+        #: `unlisted(name, groups, RBAC's errors) -> (incomplete, every rule resolver's errors in the
+        #: chain's order)`: what the authorizers whose rules rules_for cannot list add for a user
         self.unlisted: Callable | None = None
         self.authenticate = authenticate
         self.answers: dict[str, Callable] = {
@@ -107,13 +108,14 @@ class Reviews:
         unresolved: list[str] = []
         resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, ns, unresolved)
         status = rules_review_status(resource_rules, non_resource_rules)
-        unlisted = self.unlisted(user.name, user.groups) if self.unlisted is not None else []
-        if unlisted:
+        # RBAC's authorizer reads roles through informers' listers, whose NotFound names the resource
+        # in the singular
+        rbac = [e.replace("roles.rbac.", "role.rbac.", 1) for e in unresolved]
+        incomplete, failures = self.unlisted(user.name, user.groups, rbac) if self.unlisted is not None else (False, rbac)
+        if incomplete:
             status["incomplete"] = True
-        # upstream's union of rule resolvers: their errors aggregated (flattened, each once, one without
-        # brackets); RBAC's (a binding's role not found) leave the rules complete. The authorizer reads
-        # roles through informers' listers, whose NotFound names the resource in the singular
-        failures = list(dict.fromkeys(unlisted + [e.replace("roles.rbac.", "role.rbac.", 1) for e in unresolved]))
+        # upstream's union of rule resolvers: their errors aggregated (flattened, each once, one without brackets)
+        failures = list(dict.fromkeys(failures))
         if failures:
             status["evaluationError"] = failures[0] if len(failures) == 1 else f"[{', '.join(failures)}]"
         return _answer({"apiVersion": body.get("apiVersion")}, "SelfSubjectRulesReview", status)

@@ -4,7 +4,7 @@ webhook denies, not where none allows (AlwaysDeny and the Node authorizer have n
 authorizer may still allow), `evaluationError` where a webhook fails, which makes a refused request a
 500; SelfSubjectRulesReview's `incomplete` and `evaluationError` for a node, whose Node-authorizer
 rules cannot be listed, with and without --authorization-config, and RBAC's errors (a binding's
-role not found), which leave the rules complete."""
+role not found), which leave the rules complete, all in the authorizer chain's order."""
 
 from __future__ import annotations
 
@@ -124,3 +124,30 @@ async def test_a_failing_webhook_is_an_evaluation_error_and_a_500_where_none_all
         assert (e.value.status, e.value.headers["Content-Type"]) == (500, "text/plain; charset=utf-8")
         assert e.value.body == f'Internal Server Error: "/api/v1/namespaces/team-a/pods": {refused}\n'
 
+
+async def test_a_rules_reviews_errors_follow_the_authorizer_chains_order(tmp_path):
+    """Upstream's union of rule resolvers aggregates their errors in the configured chain's order:
+    RBAC's (a binding's role not found) before the webhook's where RBAC comes first."""
+    webhook = Webhook(tmp_path)
+    rbac_entry = "- type: RBAC\n  name: rbac\n"
+    text = config(webhook).replace(rbac_entry, "").replace("authorizers:\n", "authorizers:\n" + rbac_entry, 1)
+    try:
+        async with served_with(tmp_path, text) as (server, api):
+            admin = admin_of(server)
+            try:
+                await asyncio.to_thread(client.RbacAuthorizationV1Api(admin).create_cluster_role_binding, {
+                    "metadata": {"name": "gone"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gone"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]})
+            finally:
+                admin.close()
+            for _ in range(100):  # the binding reaches RBAC through the watch cache
+                status = await rules_review(client.AuthorizationV1Api(api))
+                if (status.evaluation_error or "").startswith("["):
+                    break
+                await asyncio.sleep(0.05)
+            assert status.incomplete is True
+            assert status.evaluation_error == ('[clusterrole.rbac.authorization.k8s.io "gone" not found, '
+                                               'webhook authorizer does not support user rule resolution]')
+    finally:
+        webhook.close()
