@@ -21,6 +21,8 @@ from ..machinery.queryparams import integer
 from . import structural
 
 _PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
+#: the DeleteOptions field that deletes a corrupt object unread (encryption/corrupt.py)
+IGNORE_READ_ERROR = "ignoreStoreReadErrorWithClusterBreakingPotential"
 _DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 #: metav1.Time's zero, as RFC 3339 formats it
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -192,6 +194,10 @@ def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]
         problems.append(v.invalid("propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both set"))
     elif policy is not None and policy not in _PROPAGATION:
         problems.append(v.not_supported("propagationPolicy", policy, _PROPAGATION))
+    if options.get(IGNORE_READ_ERROR):  # what a delete of an object left unread cannot honour
+        problems += [v.invalid(IGNORE_READ_ERROR, True, f"cannot be set together with .{other}")
+                     for other in ("propagationPolicy", "orphanDependents", "gracePeriodSeconds", "preconditions")
+                     if options.get(other) is not None]
     if problems:
         raise options_invalid("DeleteOptions", problems)
     return options

@@ -26,7 +26,7 @@ from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import STATUS_META, Resource, Strategy
 from ..store.interface import KV, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
-from ..machinery import envknob, errors, gofmt, gojson
+from ..machinery import envknob, errors, featuregates, gofmt, gojson
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
@@ -34,6 +34,7 @@ from ..machinery.selectors import matches_fields, matches_labels, parse_field_se
 from ..machinery.fieldorder import in_unstructured_order, in_upstream_order
 from ..machinery.validation import immutable, invalid
 from . import continuetoken, decoded_specs, omitempty, options, serializer, structural, warning
+from .options import IGNORE_READ_ERROR
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -1790,6 +1791,16 @@ class GenericREST:
     async def _deleted(self, res: Resource, version: str, namespace: str | None, name: str, options: dict,
                        opts: WriteOptions, turn: Turn) -> Result:
         key = res.key(namespace, name)
+        if options.get(IGNORE_READ_ERROR) and featuregates.enabled("AllowUnsafeMalformedObjectDeletion"):
+            from .encryption import corrupt
+
+            await corrupt.admit_unsafe_delete(self.admission and self.admission.authorizer, opts.user, res.group,
+                                              version, res.plural, namespace, name)
+            if key not in self.unreadable:
+                raise corrupt.not_corrupt(res.group, res.plural, name)
+            if not opts.dry_run:
+                await self.store.delete(key)
+            return Result(errors.success_status(name, res.group, res.plural, ""), 200)
         for attempt in range(PATCH_ATTEMPTS):
             entry = self._entry(res, namespace, name)
             obj = entry.obj

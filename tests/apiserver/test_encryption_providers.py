@@ -12,14 +12,18 @@ import tempfile
 import pytest
 import yaml
 
+from nanokube.apiserver.auth.authorizer import Decision
 from nanokube.apiserver.encryption.controller import Encryption
+from nanokube.apiserver.encryption.options import install
 from nanokube.apiserver.encryption.kmsv2 import key_id_hash
 from nanokube.apiserver.encryption.proto import kmsv2_pb2 as pb
 from nanokube.apiserver.encryption.value import TransformError
+from nanokube.machinery import featuregates
 from nanokube.machinery.errors import APIError
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.kms_plugin import ANNOTATION, Plugin
 from tests.controllers import make_stack
+from tests.served import send, served
 
 SECRET_KEY = "/registry/secrets/default/s1"
 
@@ -328,3 +332,69 @@ async def test_a_watched_value_another_server_encrypted_is_a_corrupt_object_not_
         with pytest.raises(APIError, match="corrupt object"):
             await b.secrets.list(namespace="default")
         assert (await a.secrets.get("s1", namespace="default"))["data"] == secret()["data"]
+
+
+
+class Deny:
+    """An authorizer that allows everything but the unsafe delete."""
+
+    def __init__(self) -> None:
+        self.asked = []
+
+    def authorize(self, user, groups, a):
+        self.asked.append(a)
+        return Decision(a.verb != "unsafe-delete-ignore-read-errors", "no RBAC rule")
+
+
+async def test_a_secret_whose_key_was_dropped_is_deleted_unread_with_the_option(tmp_path, monkeypatch):
+    """KEP-3926 over HTTP: a Secret no provider reads answers the corrupt-object error to a plain delete;
+    with ignoreStoreReadErrorWithClusterBreakingPotential (and the unsafe-delete verb) it goes, unread.
+    The option beside what an unread object cannot honour is invalid, on a readable object it is
+    refused, with the gate off it is ignored, and a dry run leaves the object."""
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("aescbc", ("k1", key(1)))), mem) as s:
+        await s.secrets.create(secret("s1"), namespace="default")
+        await s.secrets.create(secret("fine"), namespace="default")
+    write_config(path, aes("aescbc", ("k2", key(2)), ("k0", key(1, 16))))  # k1 dropped: s1 and fine unread
+    encryption = Encryption(str(path))
+    store = encryption.wrap(mem)
+    async with served(tmp_path, store=store) as (server, api):
+        install(server, encryption)
+        url, unsafe = "/api/v1/namespaces/default/secrets/", {"ignoreStoreReadErrorWithClusterBreakingPotential": True}
+        code, body = await send(api, "DELETE", url + "s1")
+        assert (code, body["message"]) == (500, "Internal error occurred: StorageError: corrupt object, Code: 7, Key: "
+                                           "/registry/secrets/default/s1, ResourceVersion: 0, AdditionalErrorMsg: data "
+                                           "from the storage is not transformable")
+        code, body = await send(api, "DELETE", url + "s1", {**unsafe, "gracePeriodSeconds": 0})
+        assert (code, body["message"]) == (422, 'DeleteOptions.meta.k8s.io "" is invalid: ignoreStoreReadErrorWith'
+                                           "ClusterBreakingPotential: Invalid value: true: cannot be set together with "
+                                           ".gracePeriodSeconds")
+        assert (await send(api, "POST", url, secret("readable")))[0] == 201
+        code, body = await send(api, "DELETE", url + "readable", unsafe)
+        assert (code, body["message"]) == (422, 'secrets "readable" is invalid: ignoreStoreReadErrorWithCluster'
+                                           "BreakingPotential: Invalid value: true: is exclusively used to delete "
+                                           "corrupt object(s), try again by removing this option")
+        server.rest.admission.authorizer = deny = Deny()
+        code, body = await send(api, "DELETE", url + "s1", unsafe)
+        assert (code, body["message"]) == (403, 'secrets "s1" is forbidden: not permitted to do '
+                                           '"unsafe-delete-ignore-read-errors", reason: no RBAC rule')
+        assert [(a.verb, a.resource, a.namespace, a.name) for a in deny.asked] == [
+            ("unsafe-delete-ignore-read-errors", "secrets", "default", "s1")]
+        server.rest.admission.authorizer = server.authorizer
+        monkeypatch.setattr(featuregates, "GATES", featuregates.FeatureGates({"AllowUnsafeMalformedObjectDeletion": False}))
+        assert (await send(api, "DELETE", url + "s1", unsafe))[0] == 500  # the gate off: the option is ignored
+        monkeypatch.undo()
+        assert (await send(api, "DELETE", url + "s1", {**unsafe, "dryRun": ["All"]}))[0] == 200
+        assert SECRET_KEY in mem._data
+        code, body = await send(api, "DELETE", url + "s1", unsafe)
+        assert (code, body["status"], body["details"]["name"]) == (200, "Success", "s1")
+        assert SECRET_KEY not in mem._data
+        for _ in range(200):  # until the watch cache took the delete
+            if SECRET_KEY not in store.unreadable:
+                break
+            await asyncio.sleep(0.01)
+        assert (await send(api, "GET", url + "s1"))[0] == 404
+        code, body = await send(api, "GET", url)  # the other unread one still fails the list
+        assert (code, body["message"].count("corrupt object")) == (500, 1)
+        assert "/registry/secrets/default/fine" in body["message"]

@@ -186,7 +186,10 @@ class EncryptedStore(Store):
         try:
             kv = self._read(ev.kv)
         except TransformError as e:
-            self._noted(key, e)
+            if ev.type == DELETE:  # a corrupt object deleted unread (corrupt.py): no longer there to refuse
+                self.unreadable.pop(key, None)
+            else:
+                self._noted(key, e)
             return Event(DELETE if ev.type == DELETE else PUT, KV("/unreadable" + key, b"", 0, ev.kv.mod_revision), None)
         if ev.type == DELETE:
             self.unreadable.pop(key, None)
