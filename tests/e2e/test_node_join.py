@@ -14,6 +14,8 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import re
 import signal
 import socket
 import ssl
@@ -31,7 +33,7 @@ from nanokube.client import kubeconfig
 from nanokube.client.http import HTTPClient
 from nanokube.clock import Clock
 from nanokube.node import bootstrap
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import KUBECTL, http_get, wait_for
 
 TOKEN_ID, TOKEN_SECRET = "join61", "s3cr3tt0k3n00061"
 EXPIRED_ID = "gone61"
@@ -170,7 +172,8 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-joined"},
             "spec": {"nodeSelector": {"kubernetes.io/hostname": NODE},
                      "containers": [{"name": "c", "image": "busybox",
-                                     "command": ["sh", "-c", "echo started on the joined node; sleep 3600"]}]}}))
+                                     "command": ["sh", "-c", "echo started on the joined node; sleep 3600"]},
+                                    {"name": "web", "image": "trainer:1.0", "ports": [{"containerPort": 8080}]}]}}))
 
         def running():
             pod = cluster.kubectl_json("get", "pod", "-n", NAMESPACE, "on-joined")
@@ -259,14 +262,25 @@ def test_the_client_certificate_is_rotated_as_the_node(cluster, token, tmp_path)
 
 def _streams_through_the_api_server(cluster, port: int) -> None:
     """The API server reaches the joined kubelet at the Node's Hostname address and kubelet port with
-    its kubelet client certificate: logs, exec, the kubelet's endpoints under nodes/proxy; the
-    kubelet asks the API server whether a caller may (anonymous may not)."""
+    its kubelet client certificate: logs, exec, port-forward, the kubelet's endpoints under
+    nodes/proxy (and `kubectl top`); the kubelet asks the API server whether a caller may
+    (anonymous may not)."""
     node = cluster.kubectl_json("get", "node", NODE)
     assert {"type": "Hostname", "address": "127.0.0.1"} in node["status"]["addresses"]
     assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == port
-    assert wait_for(lambda: cluster.kubectl("logs", "-n", NAMESPACE, "on-joined").stdout,
+    assert wait_for(lambda: cluster.kubectl("logs", "-n", NAMESPACE, "on-joined", "-c", "c").stdout,
                     what="the pod's log") == "started on the joined node\n"
-    assert cluster.kubectl("exec", "-n", NAMESPACE, "on-joined", "--", "echo", "hi", "there").stdout == "hi there\n"
+    assert cluster.kubectl("exec", "-n", NAMESPACE, "on-joined", "-c", "c", "--", "echo", "hi", "there").stdout == "hi there\n"
+    forward = subprocess.Popen([KUBECTL, "port-forward", "-n", NAMESPACE, "pod/on-joined", ":8080", "--address",
+                                "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    try:
+        local = int(re.search(r"127\.0\.0\.1:(\d+) -> 8080", forward.stdout.readline()).group(1))
+        assert http_get(f"http://127.0.0.1:{local}/") == f"nanokube simulated pod {NAMESPACE}/on-joined port 8080\n"
+    finally:
+        forward.send_signal(signal.SIGINT)
+        forward.wait(timeout=10)
+    assert cluster.kubectl("top", "pod", "-n", NAMESPACE, "on-joined", "--no-headers").stdout.split()[0] == "on-joined"
     summary = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/stats/summary").stdout)
     assert summary["node"]["nodeName"] == NODE
     assert [p["podRef"]["name"] for p in summary["pods"]] == ["on-joined"]
