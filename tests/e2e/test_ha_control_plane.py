@@ -53,6 +53,12 @@ def test_two_api_servers_on_one_etcd_serve_alike_and_survive_a_kill_9(store_url)
         made = first.kubectl_json("create", "configmap", "ha", "--from-literal=k=v")
         assert second.kubectl_json("get", "configmap", "ha")["metadata"]["resourceVersion"] == \
             made["metadata"]["resourceVersion"]
+        # a GET through one server right after a write through the other reads that write (a consistent read)
+        from kubernetes import client
+        writes, reads = client.CoreV1Api(second.client()), client.CoreV1Api(first.client())
+        for i in range(100):
+            writes.patch_namespaced_config_map("ha", "default", {"data": {"k": str(i)}})
+            assert reads.read_namespaced_config_map("ha", "default").data["k"] == str(i)
         # a ClusterIP and a node port one server handed out are taken for the other too (the store arbitrates)
         first.kubectl("create", "-f", "-", input=service("a", "10.96.50.50", 30080))
         for name, ip, node_port in (("b", "10.96.50.51", 30080), ("c", "10.96.50.50", 30081)):
