@@ -59,14 +59,19 @@ class PodStreaming:
 
     async def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
         """A WebSocket upgrade is a GET, authorized as `get`; it also needs `create`
-        on the subresource (AuthorizePodWebsocketUpgradeCreatePermission, on in 1.37)."""
+        on the subresource (AuthorizePodWebsocketUpgradeCreatePermission, on in 1.37). An
+        authorizer's error refuses it first, as ensureAuthorizedForVerb returns it: a 500 Status
+        carrying its text (no API status, so no reason)."""
         user = request.get(USER)
         if self.authorize is None or user is None:
             return
         attrs = Attributes("create", request.path, True, "", "v1", "pods", sub, namespace, name)
         decision = await self.authorize(user, attrs)
-        if not decision.allowed:
-            raise forbidden(user.name, attrs, decision.reason)
+        if decision.allowed:
+            return
+        if decision.error:
+            raise errors.APIError(500, "", decision.error)
+        raise forbidden(user.name, attrs, decision.reason)
 
     async def handle(self, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
         if request.method not in ("GET", "POST"):

@@ -4,11 +4,13 @@ webhook denies, not where none allows (AlwaysDeny and the Node authorizer have n
 authorizer may still allow), `evaluationError` where a webhook fails, which makes a refused request a
 500; SelfSubjectRulesReview's `incomplete` and `evaluationError` for a node, whose Node-authorizer
 rules cannot be listed, with and without --authorization-config, and RBAC's errors (a binding's
-role not found), which leave the rules complete, all in the authorizer chain's order."""
+role not found), which leave the rules complete, all in the authorizer chain's order; and the
+failing webhook's error where a WebSocket exec's `create` check meets it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 
 import pytest
@@ -151,3 +153,38 @@ async def test_a_rules_reviews_errors_follow_the_authorizer_chains_order(tmp_pat
                                                'webhook authorizer does not support user rule resolution]')
     finally:
         webhook.close()
+
+
+async def test_a_failing_webhook_makes_the_websocket_create_check_a_500(tmp_path):
+    """A WebSocket exec is a GET, which RBAC allows here; its `create` check (ensureAuthorizedForVerb)
+    meets the failing webhook and no one allowing: the authorizer's error, as a 500 Status."""
+    webhook = Webhook(tmp_path)
+    webhook.close()  # nobody answers at its address
+    port = webhook.httpd.server_address[1]
+    async with served_with(tmp_path, config(webhook, "NoOpinion")) as (server, api):
+        admin = admin_of(server)
+        try:
+            await asyncio.to_thread(client.CoreV1Api(admin).create_namespace, {"metadata": {"name": "team-a"}})
+            rbac = client.RbacAuthorizationV1Api(admin)
+            await asyncio.to_thread(rbac.create_namespaced_role, "team-a", {
+                "metadata": {"name": "exec-get"},
+                "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]}]})
+            await asyncio.to_thread(rbac.create_namespaced_role_binding, "team-a", {
+                "metadata": {"name": "exec-get"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "exec-get"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]})
+        finally:
+            admin.close()
+        request = api.param_serialize("GET", "/api/v1/namespaces/team-a/pods/web/exec",
+                                      query_params=[("command", "ls"), ("stdout", "true")])
+        for _ in range(100):  # the binding reaches RBAC through the watch cache: till then, the GET's plain-text 500
+            response = await asyncio.to_thread(api.call_api, *request[:4])
+            response.read()
+            if response.getheader("Content-Type") == "application/json":
+                break
+            await asyncio.sleep(0.05)
+        assert response.status == 500
+        assert json.loads(response.data) == {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
+            "message": f'Post "https://127.0.0.1:{port}/authorize?timeout=3s": dial tcp 127.0.0.1:{port}: '
+                       "connect: connection refused"}
