@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -21,16 +21,20 @@ from nanokube.store.memory import MemoryStore
 
 @contextlib.asynccontextmanager
 async def served(tmp_path: Path, disable_admission_plugins: tuple[str, ...] = ("ServiceAccount",),
-                 store: Store | None = None, **options) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
+                 store: Store | None = None, prepare: Callable[[APIServer], None] | None = None,
+                 **options) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
     """A started server and an ApiClient for it; both closed on exit. No controller manager makes
     namespaces' ServiceAccounts here, so ServiceAccount admission is off unless asked for, as
     upstream's integration tests run kube-apiserver with --disable-admission-plugins=ServiceAccount.
-    `store`: where it keeps its objects, a new memory store by default; `options`: APIServer's others
+    `store`: where it keeps its objects, a new memory store by default; `prepare(server)`: what a
+    command line would set before it starts (encryption at rest); `options`: APIServer's others
     (an audit log's path)."""
     pki = ensure_pki(str(tmp_path))
     server = APIServer(store or MemoryStore(), pki, port=0, **options)
     if disable_admission_plugins:
         server.rest.admission.disable(*disable_admission_plugins)
+    if prepare is not None:
+        prepare(server)
     await server.start()
     try:
         kubeconfig = str(tmp_path / "kubeconfig")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -23,10 +23,18 @@ TEXT = {"X-Content-Type-Options": "nosniff"}
 
 @dataclass(frozen=True)
 class Check:
-    """A named health check: `run()` gives the reason it fails, or None."""
+    """A named health check: `run()` gives the reason it fails, or None; `refresh()`, where given, is
+    awaited first, so a check that asks another process (a KMS plugin) does so off the event loop
+    and `run()` answers from what it learnt."""
 
     name: str
     run: Callable[[], str | None]
+    refresh: Callable[[], Awaitable[None]] | None = None
+
+
+async def _refreshed(checks: list[Check]) -> None:
+    if waits := [c.refresh() for c in checks if c.refresh is not None]:
+        await asyncio.gather(*waits)
 
 
 PING = Check("ping", lambda: None)
@@ -107,7 +115,8 @@ def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, e
             log.info("%s check %s failed: %s", kind, name, reason)
 
     async def root(request: web.Request) -> web.Response:
-        status, text = healthz.root_answer(kind, [(c.name, c.run) for c in current()],
+        await _refreshed(running := current())
+        status, text = healthz.root_answer(kind, [(c.name, c.run) for c in running],
                                            set(request.query.getall("exclude", [])), "verbose" in request.query, ran)
         return web.Response(status=status, text=text, headers=TEXT)
 
@@ -115,6 +124,7 @@ def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, e
         check = next((c for c in current() if c.name == request.match_info["name"]), None)
         if check is None:
             raise web.HTTPNotFound()
+        await _refreshed([check])
         status, text = healthz.check_answer(check.run())
         return web.Response(status=status, text=text, headers=TEXT)
 

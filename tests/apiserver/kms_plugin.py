@@ -1,6 +1,7 @@
 """A KMS v2 plugin for the tests: the gRPC KeyManagementService on a unix socket, its key encryption
 keys AES-GCM keys held in memory by key ID. `rotate` makes a new key current (Status reports its ID,
-Encrypt uses it; Decrypt still reads the old ones); `healthy = False` makes Status say so.
+Encrypt uses it; Decrypt still reads the old ones); `healthy = False` makes Status say so; `answering`
+cleared holds every answer until it is set again (a hung plugin).
 
 Run as a script (`python tests/apiserver/kms_plugin.py SOCKET [KEY_ID]`) it serves until killed."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
+import threading
 from concurrent import futures
 
 import grpc
@@ -27,6 +29,8 @@ class Plugin:
         self.keys = {key_id: AESGCM(os.urandom(32))}
         self.key_id = key_id
         self.healthy = True
+        self.answering = threading.Event()
+        self.answering.set()
         #: calls by method name
         self.calls: collections.Counter[str] = collections.Counter()
         self._server: grpc.Server | None = None
@@ -36,16 +40,19 @@ class Plugin:
         self.key_id = key_id
 
     def _status(self, request, context):
+        self.answering.wait()
         self.calls["Status"] += 1
         return pb.StatusResponse(version="v2", healthz="ok" if self.healthy else "unhealthy", key_id=self.key_id)
 
     def _encrypt(self, request, context):
+        self.answering.wait()
         self.calls["Encrypt"] += 1
         nonce = os.urandom(12)
         return pb.EncryptResponse(ciphertext=nonce + self.keys[self.key_id].encrypt(nonce, request.plaintext, None),
                                   key_id=self.key_id, annotations={ANNOTATION: b"1"})
 
     def _decrypt(self, request, context):
+        self.answering.wait()
         self.calls["Decrypt"] += 1
         key = self.keys.get(request.key_id)
         if key is None:
@@ -66,6 +73,7 @@ class Plugin:
         self._server.start()
 
     def stop(self) -> None:
+        self.answering.set()
         if self._server is not None:
             self._server.stop(None).wait()
             self._server = None

@@ -359,8 +359,7 @@ async def test_a_secret_whose_key_was_dropped_is_deleted_unread_with_the_option(
     write_config(path, aes("aescbc", ("k2", key(2)), ("k0", key(1, 16))))  # k1 dropped: s1 and fine unread
     encryption = Encryption(str(path))
     store = encryption.wrap(mem)
-    async with served(tmp_path, store=store) as (server, api):
-        install(server, encryption)
+    async with served(tmp_path, store=store, prepare=lambda server: install(server, encryption)) as (server, api):
         url, unsafe = "/api/v1/namespaces/default/secrets/", {"ignoreStoreReadErrorWithClusterBreakingPotential": True}
         code, body = await send(api, "DELETE", url + "s1")
         assert (code, body["message"]) == (500, "Internal error occurred: StorageError: corrupt object, Code: 7, Key: "
@@ -398,3 +397,47 @@ async def test_a_secret_whose_key_was_dropped_is_deleted_unread_with_the_option(
         code, body = await send(api, "GET", url)  # the other unread one still fails the list
         assert (code, body["message"].count("corrupt object")) == (500, 1)
         assert "/registry/secrets/default/fine" in body["message"]
+
+
+async def fetched(api, path: str) -> tuple[int, str]:
+    """A GET's code and text (a health endpoint's answer is no JSON), in a worker thread."""
+    def get():
+        r = api.rest_client.pool_manager.request("GET", api.configuration.host + path)
+        return r.status, r.data.decode()
+    return await asyncio.to_thread(get)
+
+
+async def test_a_kms_plugin_that_holds_its_answer_holds_only_the_requests_that_need_it(tmp_path, plugin):
+    """The plugin's calls run off the event loop: while it holds the first seed's Encrypt, and then
+    a health check's Status, other requests are served; a plugin that answers past the provider's
+    timeout (1s here) is a failed check with gRPC's DeadlineExceeded, as upstream's call deadline."""
+    encryption = Encryption(write_config(tmp_path / "enc.yaml", {"kms": {**kms(plugin)["kms"], "timeout": "1s"}}))
+    async with served(tmp_path, store=encryption.wrap(MemoryStore()),
+                      prepare=lambda server: install(server, encryption)) as (server, api):
+        url = "/api/v1/namespaces/default/secrets"
+        plugin.answering.clear()
+        create = asyncio.ensure_future(send(api, "POST", url, secret("s1")))
+        for _ in range(200):  # until the write asked the plugin
+            if encryption.resources.kms[0]._polling is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert (await send(api, "GET", "/api/v1/namespaces/default"))[0] == 200
+        assert not create.done()
+        plugin.answering.set()
+        code, body = await create
+        assert code == 201 and plugin.calls["Encrypt"] == 1
+        plugin.answering.clear()
+        health = asyncio.ensure_future(fetched(api, "/readyz/kms-provider-0"))
+        for _ in range(200):  # until the check asked the plugin
+            if encryption.resources.kms[0]._checking is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert (await send(api, "GET", url + "/s1"))[0] == 200
+        assert not health.done()
+        code, text = await health  # the plugin still holding its answer past the call's deadline
+        plugin.answering.set()
+        assert (code, text) == (500, "internal server error: failed to perform status section of the healthz check "
+                                     "for KMS Provider vault, error: rpc error: code = DeadlineExceeded desc = Deadline "
+                                     "Exceeded\n")
+        encryption.resources.kms[0]._health = (float("-inf"), None)
+        assert await fetched(api, "/readyz/kms-provider-0") == (200, "ok")

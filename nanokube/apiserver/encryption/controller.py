@@ -9,6 +9,7 @@ and key IDs), apiserver_encryption_config_controller_* (the reloads)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from functools import partial
@@ -125,8 +126,11 @@ class Encryption(ReloadedConfig):
         """The health checks of the KMS providers: with reloads one, kms-providers, over whichever the
         configuration has now; without, kms-provider-N for each."""
         if self.reload_enabled:
-            return [Check("kms-providers", self._all_healthy)]
-        return [Check(f"kms-provider-{i}", k.check) for i, k in enumerate(self.resources.kms)]
+            return [Check("kms-providers", self._all_healthy, self._refresh_all)]
+        return [Check(f"kms-provider-{i}", k.check, k.refresh) for i, k in enumerate(self.resources.kms)]
+
+    async def _refresh_all(self) -> None:
+        await asyncio.gather(*(k.refresh() for k in self.resources.kms))
 
     def _all_healthy(self) -> str | None:
         problems = [why for k in self.resources.kms if (why := k.check())]

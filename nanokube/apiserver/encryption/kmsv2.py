@@ -6,10 +6,17 @@ nonce repeats however many writes); the value is stored as an EncryptedObject ho
 the plugin's key_id and annotations and the encrypted seed. A Status whose key_id changed makes a
 new seed; a read asks the plugin to decrypt a seed it has not seen, then keeps it.
 
-Plugin calls block: they are rare (one Encrypt per key_id, one Decrypt per seed, a Status a minute)."""
+The plugin is called in worker threads, each call bounded by the provider's timeout (3 s unless
+the configuration says), so a slow or hung plugin holds the request that needs it and not the
+event loop: the key ID poll runs in the background while writes go on under the current seed
+(upstream's), only the first write waits for a seed; a health check's Status is awaited before
+it answers (`refresh`); the store asks for the seeds a get or a list needs before it reads
+(`unseen`, `learn`). A watched value under a seed this server has not seen (another API worker's)
+is still decrypted in the watch's callback, on the loop, within that timeout."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -132,6 +139,13 @@ class Envelope:
         self._seeds: dict[bytes, ExtendedNonceGCM | AESGCM] = {}
         #: the last health check: (when, why it failed or None)
         self._health: tuple[float, str | None] = (float("-inf"), None)
+        #: the key ID poll and the health check in flight in a worker thread, if any
+        self._polling: asyncio.Future | None = None
+        self._checking: asyncio.Future | None = None
+        #: why the last key ID poll failed (the first write's error while there is no seed)
+        self._poll_error: str | None = None
+        #: digest -> why the plugin did not decrypt that seed, for the read that asked (`learn`)
+        self._failed: dict[bytes, str] = {}
 
     def close(self) -> None:
         self._channel.close()
@@ -152,12 +166,24 @@ class Envelope:
     def status(self) -> pb.StatusResponse:
         return self._call("Status", pb.StatusRequest())
 
-    def check(self) -> str | None:
-        """The plugin's health as the kms-provider check reports it, asked at most every 20 s (3 s after a failure)."""
-        now = self._clock.monotonic()
+    def _health_fresh(self) -> bool:
         at, why = self._health
-        if now - at < (_UNHEALTHY_TTL if why else _HEALTHY_TTL):
-            return why
+        return self._clock.monotonic() - at < (_UNHEALTHY_TTL if why else _HEALTHY_TTL)
+
+    async def refresh(self) -> None:
+        """The health check's Status asked in a worker thread where its last answer is stale; one at a time."""
+        if self._health_fresh():
+            return
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.ensure_future(asyncio.to_thread(self.check))
+        await asyncio.shield(self._checking)
+
+    def check(self) -> str | None:
+        """The plugin's health as the kms-provider check reports it, asked at most every 20 s (3 s after
+        a failure); blocks on the plugin: `refresh` first on the loop."""
+        now = self._clock.monotonic()
+        if self._health_fresh():
+            return self._health[1]
         try:
             resp = self.status()
         except Exception as e:
@@ -197,25 +223,36 @@ class Envelope:
         if self._metrics is not None:
             self._metrics.seeds(self.name, len(self._seeds))
 
-    def _current(self) -> _State:
+    def _poll(self) -> None:
+        """The key ID poll (in a worker thread): Status, and a new seed where the key ID moved on."""
         now = self._clock.monotonic()
-        if self._state is None or now - self._polled >= STATUS_EVERY:
-            try:
-                resp = self.status()
-                if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
-                    if self._metrics is not None:
-                        self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
-                    raise TransformError("got unexpected empty keyID" if not resp.key_id else
-                                         f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}")
-                self._rotate_if(resp.key_id)
-                self._polled = now
-            except TransformError:
-                if self._state is None:
-                    raise
-            except Exception as e:
-                if self._state is None:  # nothing to write with until the plugin answers
-                    raise TransformError(f"failed to get current KMSv2 state for provider {self.name}: "
-                                         f"{rpc_error(e)}") from None
+        try:
+            resp = self.status()
+            if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
+                if self._metrics is not None:
+                    self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
+                raise TransformError("got unexpected empty keyID" if not resp.key_id else
+                                     f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}")
+            self._rotate_if(resp.key_id)
+            self._polled, self._poll_error = now, None
+        except TransformError as e:
+            self._poll_error = str(e)
+        except Exception as e:
+            self._poll_error = f"failed to get current KMSv2 state for provider {self.name}: {rpc_error(e)}"
+
+    async def ready(self) -> None:
+        """Before a write: a due key ID poll started in a worker thread (one at a time), waited for
+        only while there is no seed to write with."""
+        if self._state is not None and self._clock.monotonic() - self._polled < STATUS_EVERY:
+            return
+        if self._polling is None or self._polling.done():
+            self._polling = asyncio.ensure_future(asyncio.to_thread(self._poll))
+        if self._state is None:
+            await asyncio.shield(self._polling)
+
+    def _current(self) -> _State:
+        if self._state is None:
+            raise TransformError(self._poll_error or f"failed to get current KMSv2 state for provider {self.name}")
         return self._state
 
     @staticmethod
@@ -234,32 +271,58 @@ class Envelope:
             self._metrics.key_id_used(self.name, "to_storage", state.key_id)
         return out
 
-    def from_storage(self, data: bytes, key: bytes) -> tuple[bytes, bool]:
+    def _parsed(self, data: bytes) -> tuple[pb.EncryptedObject, bytes]:
         try:
             obj = pb.EncryptedObject.FromString(data)
         except DecodeError as e:
             raise TransformError(f"failed to unmarshal encrypted object: {e}") from None
         _validate(obj)
+        return obj, self._digest(obj.encryptedDEKSourceType, obj.encryptedDEKSource, obj.keyID, obj.annotations)
+
+    def unseen(self, data: bytes) -> pb.EncryptedObject | None:
+        """The stored value's EncryptedObject where its seed is one the plugin has yet to decrypt."""
+        try:
+            obj, digest = self._parsed(data)
+        except TransformError:
+            return None
+        return None if digest in self._seeds else obj
+
+    def learn(self, obj: pb.EncryptedObject) -> None:
+        """`obj`'s seed decrypted by the plugin (in a worker thread) and kept; a failure is kept for
+        the read that asked, which answers it without asking again."""
         digest = self._digest(obj.encryptedDEKSourceType, obj.encryptedDEKSource, obj.keyID, obj.annotations)
+        try:
+            self._transformer_for(obj, digest)
+        except TransformError as e:
+            self._failed[digest] = str(e)
+
+    def _transformer_for(self, obj: pb.EncryptedObject, digest: bytes) -> ExtendedNonceGCM | AESGCM:
+        try:
+            resp = self._call("Decrypt", pb.DecryptRequest(ciphertext=obj.encryptedDEKSource, uid=str(uuid.uuid4()),
+                                                           key_id=obj.keyID, annotations=obj.annotations))
+        except Exception as e:
+            raise TransformError(f"failed to decrypt DEK, error: {rpc_error(e)}") from None
+        if obj.encryptedDEKSourceType == pb.HKDF_SHA256_XNONCE_AES_GCM_SEED:
+            if len(resp.plaintext) < SEED_SIZE:
+                raise TransformError(f"invalid seed length {len(resp.plaintext)} used for key generation")
+            transformer = ExtendedNonceGCM(resp.plaintext)
+        else:
+            try:
+                transformer = AESGCM(resp.plaintext)
+            except ValueError as e:
+                raise TransformError(f"failed to create transformer from decrypted DEK: {e}") from None
+        self._seeds[digest] = transformer
+        if self._metrics is not None:
+            self._metrics.seeds(self.name, len(self._seeds))
+        return transformer
+
+    def from_storage(self, data: bytes, key: bytes) -> tuple[bytes, bool]:
+        obj, digest = self._parsed(data)
         transformer = self._seeds.get(digest)
         if transformer is None:
-            try:
-                resp = self._call("Decrypt", pb.DecryptRequest(ciphertext=obj.encryptedDEKSource, uid=str(uuid.uuid4()),
-                                                               key_id=obj.keyID, annotations=obj.annotations))
-            except Exception as e:
-                raise TransformError(f"failed to decrypt DEK, error: {rpc_error(e)}") from None
-            if obj.encryptedDEKSourceType == pb.HKDF_SHA256_XNONCE_AES_GCM_SEED:
-                if len(resp.plaintext) < SEED_SIZE:
-                    raise TransformError(f"invalid seed length {len(resp.plaintext)} used for key generation")
-                transformer = ExtendedNonceGCM(resp.plaintext)
-            else:
-                try:
-                    transformer = AESGCM(resp.plaintext)
-                except ValueError as e:
-                    raise TransformError(f"failed to create transformer from decrypted DEK: {e}") from None
-            self._seeds[digest] = transformer
-            if self._metrics is not None:
-                self._metrics.seeds(self.name, len(self._seeds))
+            if (why := self._failed.pop(digest, None)) is not None:
+                raise TransformError(why)
+            transformer = self._transformer_for(obj, digest)
         out, _ = transformer.from_storage(obj.encryptedData, key)
         if self._metrics is not None:
             self._metrics.key_id_used(self.name, "from_storage", obj.keyID)

@@ -9,6 +9,7 @@ the corrupt-object error instead (rest.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import AsyncIterator
@@ -105,6 +106,7 @@ class EncryptedStore(Store):
         t = self._transformer(key)
         if t is None or t is IDENTITY or (kv := await self.inner.get(key)) is None:
             return False
+        await self._asked([kv])
         try:
             return t.from_storage(kv.value, key.encode())[1]
         except TransformError:
@@ -120,8 +122,23 @@ class EncryptedStore(Store):
     def size(self) -> int | None:
         return self.inner.size()
 
+    async def _asked(self, kvs: list[KV]) -> None:
+        """The seeds these values need that a KMS plugin has yet to decrypt, asked in a worker thread:
+        the read that follows finds them (or the plugin's error) and does not hold the loop."""
+        for kv in kvs:
+            t = self._transformer(kv.key)
+            if t is not None and t is not IDENTITY and t.plugins and (todo := t.unread(kv.value)) is not None:
+                await asyncio.to_thread(todo[0].learn, todo[1])
+
+    async def _ready(self, key: str) -> None:
+        t = self._transformer(key)
+        if t is not None and t is not IDENTITY and t.ready is not None:
+            await t.ready()
+
     async def get(self, key: str) -> KV | None:
         kv = await self.inner.get(key)
+        if kv is not None:
+            await self._asked([kv])
         try:
             return self._read(kv)
         except TransformError as e:  # there, though unreadable: what a get for a name taken asks
@@ -130,6 +147,7 @@ class EncryptedStore(Store):
 
     async def list(self, prefix: str) -> tuple[list[KV], int]:
         kvs, rev = await self.inner.list(prefix)
+        await self._asked(kvs)
         out = []
         for kv in kvs:
             try:
@@ -139,11 +157,13 @@ class EncryptedStore(Store):
         return out, rev
 
     async def create(self, key: str, value: bytes) -> KV:
+        await self._ready(key)
         kv = await self.inner.create(key, self._write(key, value))
         return self._mine(kv, value)
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
         """`prev` (plaintext) goes on only for a value stored as it is."""
+        await self._ready(key)
         stored = self._write(key, value)
         try:
             kv = await self.inner.update(key, stored, expected_mod_revision, prev if stored is value else None)

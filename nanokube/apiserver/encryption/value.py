@@ -133,10 +133,15 @@ class PrefixTransformers:
     starts with, in order, and is stale unless the first read it. Two providers may share a prefix
     (aescbc listed twice while its key rotates), so a failed match goes on to the next; `err` is
     the answer when no prefix matched at all. `observe(direction, prefix, seconds, failed)` records
-    each transformation (the provider list's: apiserver_storage_transformation_*)."""
+    each transformation (the provider list's: apiserver_storage_transformation_*). `unread(values)`:
+    what the plugins must be asked before `values` read, as (provider, EncryptedObject) pairs."""
 
     def __init__(self, err: str, items: list[Prefixed], observe=None) -> None:
         self.err, self.items, self.observe = err, items, observe
+        #: the providers that call out to a plugin (KMS v2's Envelope): the writer's `ready` awaited
+        #: before a write, and (prefix, provider) of each that may need a seed decrypted before a read
+        self.ready = getattr(items[0].transformer, "ready", None) if items else None
+        self.plugins = [(p.prefix, p.transformer) for p in items if hasattr(p.transformer, "unseen")]
 
     def from_storage(self, data: bytes, key: bytes) -> tuple[bytes, bool]:
         errs: list[str] = []
@@ -160,6 +165,12 @@ class PrefixTransformers:
         if observe:
             observe("from_storage", None, time.perf_counter() - t0, True)
         raise TransformError(self.err)
+
+    def unread(self, data: bytes) -> tuple | None:
+        for prefix, plugin in self.plugins:
+            if data.startswith(prefix) and (obj := plugin.unseen(data[len(prefix):])) is not None:
+                return plugin, obj
+        return None
 
     def to_storage(self, data: bytes, key: bytes) -> bytes:
         p = self.items[0]
