@@ -7,8 +7,8 @@ two writes made that most of the scheduler's CPU for it (benchmarks/README, issu
 request is its bytes, written once, and its answer is parsed by httptools (llhttp, in C). Watches and
 other streams stay on aiohttp.
 
-Failures are aiohttp's exceptions (or OSError, or TimeoutError on connecting), which every caller
-already expects. An answer must be framed (Content-Length or chunked, as the API server frames
+Failures are aiohttp's exceptions (`ConnectError`, a ClientOSError, where no connection opens) or
+TimeoutError on connecting, which every caller already expects. An answer must be framed (Content-Length or chunked, as the API server frames
 every answer): one that ends with its connection is refused as cut short.
 """
 
@@ -32,6 +32,16 @@ IDLE_TIMEOUT = 15.0
 REPLAYABLE = frozenset(("GET", "HEAD", "OPTIONS", "TRACE"))
 #: what a target may hold unquoted (yarl's requoting of a path and query: `%` escapes are kept)
 _SAFE = "/:@!$&'()*+,;=?%~-._"
+
+
+class ConnectError(aiohttp.ClientOSError):
+    """A connection that could not be opened, naming where to as aiohttp's ClientConnectorError does;
+    `os_error` is what stopped it (the informer retries a refused one, client-go's
+    isWatchErrorRetriable)."""
+
+    def __init__(self, where: str, os_error: OSError):
+        self.os_error = os_error
+        super().__init__(os_error.errno, f"cannot connect to {where}: {os_error.strerror or os_error}")
 
 
 class _Connection(asyncio.Protocol):
@@ -89,6 +99,7 @@ class Pool:
     def __init__(self, server: str, context: ssl.SSLContext | None):
         url = urlsplit(server)
         self.host, self.port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+        self.where = url.netloc
         self.ssl = (context or ssl.create_default_context()) if url.scheme == "https" else None
         self.prefix = url.path.rstrip("/")
         self.host_line = f"Host: {url.netloc}\r\n"
@@ -135,8 +146,13 @@ class Pool:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(CONNECT_TIMEOUT):
-            _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.ssl)
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.ssl)
+        except TimeoutError:
+            raise TimeoutError(f"no connection to {self.where} within {CONNECT_TIMEOUT:g} s") from None
+        except OSError as e:
+            raise ConnectError(self.where, e) from e
         return conn
 
     def _release(self, conn: _Connection) -> None:

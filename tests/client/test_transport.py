@@ -12,6 +12,7 @@ import pytest
 from nanokube.client.http import EXPECTED, HTTPClient
 from nanokube.client.kubeconfig import Credentials
 from nanokube.client.metrics import REQUESTS
+from nanokube.client.transport import ConnectError
 
 
 class Server:
@@ -109,7 +110,7 @@ async def test_a_kept_alive_connection_the_server_drops_is_retried_only_for_a_re
         assert await client.request("POST", "/x", {"a": 1}) == {"ok": True}  # a fresh connection
 
 
-async def test_a_refused_connection_is_an_oserror_and_close_closes_every_connection():
+async def test_a_refused_connection_names_the_server_and_close_closes_every_connection():
     async with serving(lambda _n, _m, _p: ok()) as (server, client):
         await asyncio.gather(*(client.request("GET", "/x") for _ in range(3)))
         assert server.connections == 3 and len(server.open) == 3
@@ -119,8 +120,9 @@ async def test_a_refused_connection_is_an_oserror_and_close_closes_every_connect
                 break
             await asyncio.sleep(0.01)
         assert not server.open
-    with pytest.raises(ConnectionRefusedError):  # the server is gone
+    with pytest.raises(ConnectError) as e:  # the server is gone: said where, what stopped it kept
         await client.request("GET", "/x")
+    assert isinstance(e.value.os_error, ConnectionRefusedError) and client.host in str(e.value)
 
 
 async def test_a_token_client_sends_a_fresh_token_on_each_request_and_its_own_connections():
