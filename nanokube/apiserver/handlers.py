@@ -399,7 +399,7 @@ class APIHandlers:
         self.kubelets = self.proxies.nodes = self.streams.kubelets = Kubelets(
             lambda name: rest._entry(index.get("", "v1", "nodes"), None, name).obj, self.streams.get_pod,
             self.proxies.kubelets)
-        self.sub.log_readers.append(self.kubelets.read_log)
+        self.sub.kubelet_log = self.kubelets.read_log
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}

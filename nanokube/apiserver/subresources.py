@@ -103,10 +103,16 @@ def _same_name(body: dict, name: str, kind: str) -> None:
         raise errors.bad_request(f"name in URL does not match name in {kind} object")
 
 
+async def _none(*_args) -> None:
+    return None
+
+
 class Subresources:
     def __init__(self, rest: GenericREST) -> None:
         self.rest = rest
         self.log_readers: list[LogReader] = []
+        #: the reader asked when none of `log_readers` has the pod: its node's kubelet, dialled
+        self.kubelet_log: LogReader | None = None
         #: the API server's token issuer; None where it serves without PKI
         self.tokens: ServiceAccountTokens | None = None
 
@@ -432,7 +438,7 @@ class Subresources:
         container = pod_container(pod, query.get("container") or "")
         if not (pod.get("spec") or {}).get("nodeName"):
             return b""  # LogLocation: no host, no location, an empty log (no kubelet to say more)
-        for reader in self.log_readers:
+        for reader in (*self.log_readers, self.kubelet_log or _none):
             data = await reader(namespace, name, container, kubelet_query)
             if data is not None:
                 return data

@@ -134,7 +134,7 @@ class Kubelets:
 
     async def read_log(self, namespace: str, name: str, container: str,
                        query: dict[str, str]) -> bytes | AsyncIterator[bytes] | None:
-        """A pods/log reader (Subresources.log_readers) for pods on nodes no agent here runs: the
+        """Subresources.kubelet_log: for a pod on a node no agent here runs, the
         kubelet's /containerLogs, a stream when following."""
         node = self.get_pod(namespace, name)["spec"]["nodeName"]
         if self.local(node) is not None:
