@@ -272,6 +272,30 @@ async def test_an_omitempty_value_fields_zero_is_unset_and_nobodys(tmp_path):
         assert entries(owned)["other"][2] == {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
 
 
+async def test_a_required_value_fields_zero_is_the_empty_objects_and_nobodys_on_create(tmp_path):
+    """A required value field tagged without omitempty (a ResourceSlice pool's `generation`) decodes as
+    its zero where it is left out, and the empty object a create is compared with holds that zero as
+    it does an optional one's: left out or sent as 0, nobody owns it; sent as 1, the creator does. An
+    apply configuration is not decoded: the applier owns what it sends alone."""
+    base = "/apis/resource.k8s.io/v1/resourceslices"
+
+    def slice_(name: str, **pool) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                "spec": {"driver": "gpu.example.com", "allNodes": True,
+                         "pool": {"name": "p", "resourceSliceCount": 1, **pool}}}
+
+    async with served(tmp_path) as (_, api_client):
+        for name, pool, owned in (("left-out", {}, False), ("zero", {"generation": 0}, False),
+                                  ("one", {"generation": 1}, True)):
+            out = await call(api_client, "POST", base, slice_(name, **pool), "creator")
+            assert out["spec"]["pool"]["generation"] == pool.get("generation", 0)
+            assert ("f:generation" in entries(out)["creator"][2]["f:spec"]["f:pool"]) is owned, name
+        applied = await call(api_client, "PATCH", f"{base}/applied", slice_("applied"), "applier",
+                             "application/apply-patch+yaml")
+        assert applied["spec"]["pool"]["generation"] == 0
+        assert entries(applied)["applier"][2]["f:spec"]["f:pool"] == {"f:name": {}, "f:resourceSliceCount": {}}
+
+
 async def test_creates_of_one_shape_own_a_value_and_not_a_zero(tmp_path):
     """Creates of one shape share their managedFields (apply.py remembers them by the object's
     shape): the same pod sent with hostNetwork true, then false, is two shapes."""

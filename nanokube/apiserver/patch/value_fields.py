@@ -6,7 +6,8 @@ zero value (false, 0, "") or null as not sent, so nobody owns `hostNetwork: fals
 zero is a value (`automountServiceAccountToken: false` is owned). A value field tagged without
 omitempty is encoded at its zero: a change to its zero is a change (a PodDisruptionBudget's
 `disruptionsAllowed: 0`, a condition's `status`), while on create the empty struct holds the same
-zero, so nobody owns it (`kept`). An apply configuration is not decoded into a struct, so an
+zero, so nobody owns it (`kept`), whether the field is optional or required (a ResourceSlice pool's
+`generation: 0`, sent so or left out and decoded so). An apply configuration is not decoded into a struct, so an
 applier owns the zeros it sends. The field manager's comparison (patch/apply.py) reads these
 zeros so as it walks an Update's objects.
 
@@ -42,6 +43,7 @@ def omitted(definition: dict[str, Any]) -> tuple[str, ...]:
 
 
 def kept(definition: dict[str, Any]) -> tuple[str, ...]:
-    """The optional value fields of a resolved built-in `$defs` definition tagged without omitempty."""
+    """The value fields of a resolved built-in `$defs` definition tagged without omitempty: optional
+    ones, and required ones, which the decoder fills with their zero where they are left out."""
     name = _name(definition)
-    return tuple(sorted(omitempty.kept(name))) if name else ()
+    return tuple(sorted(omitempty.kept(name) | omitempty.required(name).keys())) if name else ()
