@@ -441,3 +441,36 @@ async def test_a_kms_plugin_that_holds_its_answer_holds_only_the_requests_that_n
                                      "Exceeded\n")
         encryption.resources.kms[0]._health = (float("-inf"), None)
         assert await fetched(api, "/readyz/kms-provider-0") == (200, "ok")
+
+
+async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cache(tmp_path):
+    """As upstream's cacher relists until its values read: once the reloaded configuration has the key
+    back, the Secret that did not read is served again, by name and in the list."""
+    path = tmp_path / "enc.yaml"
+    mem = MemoryStore()
+    async with Encrypted(write_config(path, aes("aescbc", ("k1", key(1)))), mem) as s:
+        await s.secrets.create(secret("s1"), namespace="default")
+    write_config(path, aes("aescbc", ("k2", key(2))))  # k1 lost
+    encryption = Encryption(str(path), reload=True)
+    async with served(tmp_path, store=encryption.wrap(mem),
+                      prepare=lambda server: install(server, encryption)) as (server, api):
+        url = "/api/v1/namespaces/default/secrets"
+        assert (await send(api, "GET", url + "/s1"))[0] == 500
+        assert (await send(api, "POST", url, secret("s2")))[0] == 201
+        write_config(path, aes("aescbc", ("k2", key(2)), ("k1", key(1))))
+        encryption.reload()
+        for _ in range(200):  # until the watch cache relisted
+            if (await send(api, "GET", url + "/s1"))[0] == 200:
+                break
+            await asyncio.sleep(0.01)
+        code, body = await send(api, "GET", url + "/s1")
+        assert (code, base64.b64decode(body["data"]["password"])) == (200, b"hunter2")
+        code, body = await send(api, "GET", url)
+        assert (code, [i["metadata"]["name"] for i in body["items"]]) == (200, ["s1", "s2"])
+        assert encryption.store.unreadable == {}
+        assert (await send(api, "POST", url, secret("s3")))[0] == 201  # and it follows the store again
+        for _ in range(200):
+            if len((await send(api, "GET", url))[1]["items"]) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert [i["metadata"]["name"] for i in (await send(api, "GET", url))[1]["items"]] == ["s1", "s2", "s3"]

@@ -5,7 +5,9 @@ backend (sqlite, memory, etcd) keeps ciphertext. Only a configured resource's va
 
 A value no provider reads is a corrupt object (upstream's KEP-3926 handling): a list leaves it
 out and notes its key in `unreadable`, where a read of it, or a list of its resource, answers
-the corrupt-object error instead (rest.py)."""
+the corrupt-object error instead (rest.py). A reloaded configuration while some are noted makes
+the watch cache relist, as upstream's cacher relists until the store's values read again: its
+watchers end (clients relist) and whatever the new configuration reads is served."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import AsyncIterator
 
 from ...machinery import errors
-from ...store.interface import DELETE, KV, PUT, Event, RevisionMismatch, Store
+from ...store.interface import DELETE, KV, PUT, Compacted, Event, RevisionMismatch, Store
 from .config import Resources
 from .value import ENCRYPTED, IDENTITY, TransformError
 
@@ -37,6 +39,9 @@ class EncryptedStore(Store):
         #: key -> (the ciphertext this server just wrote, its plaintext): its own write's event
         #: hands the plaintext on without decrypting it again
         self._written: dict[str, tuple[bytes, bytes]] = {}
+        #: the followers' (unfollow, lost), and whether the next watch is to make its caller relist
+        self._following: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        self._relist = False
 
     @property
     def resources(self) -> Resources:
@@ -44,9 +49,15 @@ class EncryptedStore(Store):
 
     @resources.setter
     def resources(self, resources: Resources) -> None:
-        """A reloaded configuration, from the next value on."""
+        """A reloaded configuration, from the next value on; the followers relist where values did not read."""
         self._resources = resources
         self._by_segment = {}
+        if self.unreadable and self._following:
+            self._relist = True
+            following, self._following = self._following, []
+            for unfollow, lost in following:
+                unfollow()
+                lost()
 
     def _transformer(self, key: str):
         """The key's resource's transformer (IDENTITY where no provider names it: stored as it is,
@@ -216,6 +227,9 @@ class EncryptedStore(Store):
         return Event(ev.type, kv, None)
 
     async def _events(self, from_revision: int) -> AsyncIterator[Event]:
+        if self._relist:  # the watch cache's answer to Compacted: a relist
+            self._relist = False
+            raise Compacted(from_revision, from_revision)
         async for ev in self.inner.watch(from_revision):
             yield self._event(ev)
 
@@ -224,8 +238,29 @@ class EncryptedStore(Store):
 
     def follow(self, from_revision: int, apply: Callable[[Event], None],
                lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
+        """The inner store's follow, remembered (while it lasts) for a reload that makes the follower relist."""
         event = self._event
-        return self.inner.follow(from_revision, lambda ev: apply(event(ev)), lost)
+        if lost is None:
+            return self.inner.follow(from_revision, lambda ev: apply(event(ev)), None)
+        entry: list = []
+
+        def forget() -> None:
+            if entry and entry[0] in self._following:
+                self._following.remove(entry[0])
+
+        def dropped() -> None:
+            forget()
+            lost()
+        unfollow = self.inner.follow(from_revision, lambda ev: apply(event(ev)), dropped)
+        if unfollow is None:
+            return None
+        entry.append((unfollow, lost))
+        self._following.append(entry[0])
+
+        def unfollowed() -> None:
+            forget()
+            unfollow()
+        return unfollowed
 
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)
