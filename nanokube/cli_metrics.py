@@ -132,8 +132,8 @@ async def _usage(client: HTTPClient, args: argparse.Namespace) -> str:
 
 async def _main(args: argparse.Namespace) -> str:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="nanokube-metrics")
-    await client.start()
     try:
+        await client.start()
         return await {"set": _set, "get": _get, "usage": _usage}[args.action](client, args)
     finally:
         await client.close()
