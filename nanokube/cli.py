@@ -146,6 +146,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
+    from .pki.signer import SignerCA, ca_dir
     from .apiserver.audit_file import ensure_log_file
     from .scheduler.scheduler import Scheduler
     from .store.backends import open_store
@@ -169,6 +170,7 @@ async def _up(args: argparse.Namespace) -> int:
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
     advertise = args.advertise_address or default_advertise_address(args.address) or ""
     pki = ensure_pki(data_dir, ips=_serving_ips(advertise, args.address))
+    SignerCA(ca_dir(data_dir)).load()  # the pod-certificate signer's, in DIR/pki with the rest: see ca_dir
     disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)

@@ -243,6 +243,14 @@ def stub_key(spec: dict):
     return stub_request_key(stub) if stub else None
 
 
+def ca_dir(data_dir: str, signer_name: str = SIGNER_NAME) -> str:
+    """Where a signer's CAs live: DIR/pki/signers/<signer>/, with the rest of the cluster's PKI. `up`
+    loads (first: makes) them at start, before any controller runs, so a second API server that joins
+    with a copy of DIR/pki signs with the same CA whichever server's signer leads, as upstream's
+    leader-elected signer reads CA files kubeadm copies to every control-plane node."""
+    return os.path.join(data_dir, "pki", "signers", signer_name.replace("/", "_"))
+
+
 class PodCertificateSigner(Controller):
     name = "pod-certificate-signer"
     workers = 2
@@ -255,7 +263,7 @@ class PodCertificateSigner(Controller):
         self.max_lifetime = max_lifetime
         self.supported = supported
         self.rotation_check = rotation_check
-        self.ca = ca or SignerCA(os.path.join(data_dir, "pki", "signers", signer_name.replace("/", "_")), clock)
+        self.ca = ca or SignerCA(ca_dir(data_dir, signer_name), clock)
         self.requests = client.resource("certificates.k8s.io", "v1", "podcertificaterequests")
         self.bundles = client.resource("certificates.k8s.io", "v1", "clustertrustbundles")
         self.inf = Informer(self.requests, field_selector=f"spec.signerName={signer_name}", clock=clock)

@@ -1,9 +1,11 @@
 """The pod-identity signer: CA storage and rotation, leaf contents, and the
 controller issuing and denying requests through an in-process API server."""
 
+import asyncio
 import base64
 import datetime as dt
 import os
+import shutil
 
 import pytest
 from cryptography import x509
@@ -140,3 +142,32 @@ async def test_ignores_other_signers(env):
     await rc.create(request("mine", ed25519.Ed25519PrivateKey.generate()))
     await eventually(_issued_or_denied(rc, "mine"))
     assert not ((await rc.get("other", "default")).get("status") or {}).get("conditions")
+
+
+async def test_a_server_joining_with_a_copy_of_up_s_pki_signs_with_the_same_ca(tmp_path):
+    """`up` makes the signer's CA with the rest of DIR/pki, before its controllers: a second API
+    server that joins with a copy of DIR/pki publishes and signs with the first's CA when its
+    signer leads, rather than making one of its own."""
+    from nanokube.cli import main
+
+    # stopped by the bad flag right after the PKI is made, before anything serves
+    argv = ["up", "--data-dir", str(tmp_path / "first"), "--disable-admission-plugins", "Bogus"]
+    assert await asyncio.to_thread(main, argv) == 2
+    made = sorted((tmp_path / "first").glob("pki/signers/nanokube.io_pod-identity/ca-*.crt"))
+    assert len(made) == 1
+    shutil.copytree(tmp_path / "first" / "pki", tmp_path / "second" / "pki")
+    s = await make_stack()
+    signer = PodCertificateSigner(s.client, str(tmp_path / "second"))
+    await signer.start()
+    try:
+        bundle = await s.client.resource("certificates.k8s.io", "v1", "clustertrustbundles").get(
+            "nanokube.io:pod-identity:ca")
+        assert bundle["spec"]["trustBundle"] == made[0].read_text()
+        key = ec.generate_private_key(ec.SECP256R1())
+        rc = s.client.resource("certificates.k8s.io", "v1", "podcertificaterequests")
+        await rc.create(request("r1", key))
+        st = (await eventually(_issued_or_denied(rc, "r1")))["status"]
+        trustbundle.verify_chain(st["certificateChain"], made[0].read_text())
+    finally:
+        await signer.stop()
+        await s.close()
