@@ -492,3 +492,32 @@ async def test_a_spdy_resize_stream_that_never_ends_a_size_is_dropped_and_the_ex
         assert await asyncio.wait_for(run(), 20) == b"HELLO"
     finally:
         writer.close()
+
+
+async def test_connect_admission_answers_before_the_create_check(server):
+    """kube-apiserver's ConnectResource runs CONNECT admission before the connecter, whose first check
+    is the WebSocket upgrade's `create`: a policy refusing the exec is what a client without create
+    is told."""
+    from nanokube.apiserver.auth import Decision
+
+    async def authorize(user, attrs):
+        return Decision(False, "")
+    base = f"http://127.0.0.1:{server.port}/apis/admissionregistration.k8s.io/v1"
+    async with aiohttp.ClientSession() as http:
+        for plural, body in (("validatingadmissionpolicies", {"metadata": {"name": "no-exec"}, "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"],
+                                                        "resources": ["pods/exec"]}]},
+                "validations": [{"expression": "false", "message": "no exec here"}]}}),
+                             ("validatingadmissionpolicybindings", {"metadata": {"name": "no-exec"}, "spec": {
+                                 "policyName": "no-exec", "validationActions": ["Deny"]}})):
+            async with http.post(f"{base}/{plural}", json=body) as r:
+                assert r.status == 201, await r.text()
+    server.handlers.streams.authorize = authorize
+    path = "/api/v1/namespaces/default/pods/one/exec?command=ls&stdout=true"
+    for _ in range(100):  # the policy reaches admission through its informer
+        code, body = await _get(server, path)
+        if "ValidatingAdmissionPolicy" in body["message"]:
+            break
+        await asyncio.sleep(0.05)
+    assert (code, body["message"]) == (422, "pods \"one\" is forbidden: ValidatingAdmissionPolicy 'no-exec' with "
+                                            "binding 'no-exec' denied request: no exec here")

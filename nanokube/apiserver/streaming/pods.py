@@ -76,6 +76,9 @@ class PodStreaming:
     async def handle(self, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
         if request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
+        # (ConnectResource: CONNECT admission, then the connecter's own checks, create's first)
+        if self.admit is not None and (user := request.get(USER)) is not None:
+            await self.admit(sub, namespace, name, connect_options(sub, request.query), user)
         if request.method == "GET":
             await self._check_create(request, namespace, name, sub)
         task = asyncio.current_task()
@@ -86,8 +89,6 @@ class PodStreaming:
             self._sessions.discard(task)
 
     async def _serve(self, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
-        if self.admit is not None and (user := request.get(USER)) is not None:
-            await self.admit(sub, namespace, name, connect_options(sub, request.query), user)
         pod = self.get_pod(namespace, name)
         q = request.query
         container = "" if sub == "portforward" else pod_container(pod, q.get("container", ""))
