@@ -167,6 +167,7 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
+        self.handlers.external_address = self.external_address
         if pki is not None:
             self.handlers.kubelets.use(*ensure_kubelet_client(pki.dir, pki.ca))
         self.handlers.on_built_in_change = self._forget_openapi
@@ -721,8 +722,12 @@ class APIServer:
         external address (the advertised one, with the secure port) and the key set's path."""
         if self.jwks_uri:
             return self.jwks_uri
-        host = self.advertise or self.host
-        return f"https://{join_host_port(host, self.port)}{JWKS_PATH}"
+        return f"https://{self.external_address()}{JWKS_PATH}"
+
+    def external_address(self) -> str:
+        """genericapiserver's ExternalAddress: the advertised address (the listen one when none) and the
+        secure port, which /api's serverAddressByClientCIDRs and the key set's URL name."""
+        return join_host_port(self.advertise or self.host, self.port)
 
     async def _version(self, request: web.Request) -> web.Response:
         """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""

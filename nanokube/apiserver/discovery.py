@@ -82,9 +82,11 @@ def _hash(s: str) -> str:
     return base64.b64encode(hashlib.sha256(s.encode()).digest()[:8]).decode()
 
 
-def api_versions() -> dict[str, Any]:
+def api_versions(external_address: str) -> dict[str, Any]:
+    """/api: the legacy group's versions and where clients reach the server, upstream's DefaultAddresses:
+    every client CIDR gets the external address (the advertised address and the secure port)."""
     return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": external_address}]}
 
 
 def _group(group: str, versions: list[str]) -> dict[str, Any]:

@@ -403,6 +403,8 @@ class APIHandlers:
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
+        #: the server's external address, which /api names (set by the server: its port is known once bound)
+        self.external_address: Callable[[], str] = lambda: ""
         #: (APIGroup, APIResourceList) of groups served by in-process adapters
         #: (metrics APIs) and no remote APIService, listed in /apis like aggregated API services
         self.extra_groups: list[tuple[dict, dict]] = []
@@ -441,7 +443,7 @@ class APIHandlers:
             r.content_type = "application/json"
             r.headers["Content-Type"] = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             return r
-        return self._cached("api", discovery.api_versions)
+        return self._cached("api", lambda: discovery.api_versions(self.external_address()))
 
     async def apis(self, request: web.Request) -> web.Response:
         if self._aggregated_requested(request):
