@@ -1,21 +1,24 @@
-"""ClusterIPs and node ports reserved in the store, for several API server workers.
+"""ClusterIPs and node ports reserved in the store, for several API server processes on one store.
 
 With one API server process the allocators in registry/core_services.py are the one arbiter.
-With several (workers.py) each worker's allocators learn the others' Services only from the
-watch, so two clients asking for one value through two workers at one moment could both get
-it. As upstream's allocators do, the store arbitrates: a value handed to a Service is first
-recorded there by a create that fails when the value is recorded already. A ClusterIP is
-recorded as its IPAddress object (MultiCIDRServiceAllocator's record, the object the IPAddress
-repair loop otherwise makes after the Service); a node port (a port's, or the health check's of
-a LoadBalancer with externalTrafficPolicy Local) as a key of its own under NODE_PORTS, outside
-/registry/ and so outside every watch cache (upstream keeps one bitmap key updated by
-compare-and-swap; a key per port is as sound and never retries between workers).
-The worker that writes a Service makes its records just before the write and removes them if
-the write fails; the worker that deletes it, or updates values away, removes them after. What a
-worker that ended between the two left behind, worker 0 removes after a grace period: the
-IPAddress repair loop an IPAddress, NodePortRepair a node port.
-A value another worker recorded first is "already allocated", with the allocator's message;
-a value picked dynamically that another worker recorded first (asked for by value through it)
+With several each process's allocators learn the others' Services only from the watch, so two
+clients asking for one value through two processes at one moment could both get it. The
+processes are `up --api-workers N`'s workers (workers.py) or the API servers of an HA control
+plane on one etcd (each `up` its own process). As upstream's allocators do, the store
+arbitrates: a value handed to a Service is first recorded there by a create that fails when the
+value is recorded already. A ClusterIP is recorded as its IPAddress object
+(MultiCIDRServiceAllocator's record, the object the IPAddress repair loop otherwise makes after
+the Service); a node port (a port's, or the health check's of a LoadBalancer with
+externalTrafficPolicy Local) as a key of its own under NODE_PORTS, outside /registry/ and so
+outside every watch cache (upstream keeps one bitmap key updated by compare-and-swap; a key per
+port is as sound and never retries between processes).
+The process that writes a Service makes its records just before the write and removes them if
+the write fails; the one that deletes it, or updates values away, removes them after. What a
+process that ended between the two left behind, the repair loops remove after a grace period
+(worker 0's; on etcd every API server's, as every kube-apiserver runs them): the IPAddress
+repair loop an IPAddress, NodePortRepair a node port.
+A value another process recorded first is "already allocated", with the allocator's message;
+a value picked dynamically that another process recorded first (asked for by value through it)
 is given up for the next free one.
 """
 
@@ -41,22 +44,22 @@ log = logging.getLogger(__name__)
 
 #: where node ports are recorded: NODE_PORTS + the port, holding {"uid": the Service's uid, "at": when}
 NODE_PORTS = "/ranges/servicenodeports/"
-#: dynamic picks given up for another worker's records, at most, before the create fails
+#: dynamic picks given up for another process's records, at most, before the create fails
 _REPICKS = 64
 _OPTS = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
 
 
 class Reservations:
-    """Set as `ServiceStrategy.reservations` when several workers share the store; the REST layer
-    calls `reserve` before it writes a Service, `undo` if the write fails, and `free` after a
-    delete or an update."""
+    """Set as `ServiceStrategy.reservations` when several processes share the store (workers, or API
+    servers on one etcd); the REST layer calls `reserve` before it writes a Service, `undo` if the
+    write fails, and `free` after a delete or an update."""
 
     def __init__(self, rest, strategy: ServiceStrategy) -> None:
         self.rest, self.store, self.strategy, self.clock = rest, rest.store, strategy, rest.clock
         self.ipaddresses = rest.index.get(GROUP, "v1", "ipaddresses")
 
     async def reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
-        """Records every value `obj` holds in this worker's allocators that `old` did not hold;
+        """Records every value `obj` holds in this process's allocators that `old` did not hold;
         returns the records made and the allocation errors (none made then), or raises the
         InternalError of a range with no value left to record (none made either). A request
         cancelled meanwhile (its client gone) has what it records removed once recorded: a
@@ -170,7 +173,7 @@ class Reservations:
         one it updates. A request cancelled while the write is in flight (its client gone, its deadline
         past) leaves the write to end in a task of its own, since the store may make it all the same
         (WriteGoesOn: the caller leaves the values to it). If it fails, its records are removed (a
-        Service stored without them would let another worker hand its values out again) and this
+        Service stored without them would let another process hand its values out again) and this
         process's allocators give up what only `new` held; if it is made, the values `old` held that
         `new` does not are freed, records and allocations, as the caller would have after it. The
         allocators are settled here, not by the cancelled caller: the watch event of a write made
@@ -276,9 +279,10 @@ def _ended(task: asyncio.Task) -> None:
 
 
 class NodePortRepair(BackgroundLoop):
-    """Worker 0's loop (with several workers): a node port recorded for a Service that does not hold
-    it (its worker ended between the record and the write) is freed once the record is older than
-    `grace`, as upstream's node port repair loop frees what no Service holds. As upstream's, it
+    """Worker 0's loop where several processes share the store (workers, or every API server on one
+    etcd): a node port recorded for a Service that does not hold it (its process ended between the
+    record and the write) is freed once the record is older than `grace`, as upstream's node port
+    repair loop frees what no Service holds. As upstream's, it
     passes once at start, before the server serves (its post-start hook holds readiness for that
     pass), so a restart after a kill frees what the kill left at once; then every `every` seconds
     (upstream's RepairServicesInterval, 3 minutes)."""

@@ -54,14 +54,17 @@ _PR_SET_PDEATHSIG = 1
 
 
 def share_service_allocations(server) -> None:
-    """Called before `server.start()`. ClusterIPs and node ports are allocated in each API server
-    process (registry/core_services.py, before the Service is stored), so with several workers
-    each takes what the others allocated from its watch cache, as the Services arrive, and
-    releases what their deletes and updates freed; and each picks new values dynamically from a
-    share of the ranges of its own (every N-th value), so that two workers creating Services at
-    the same moment rarely pick one value. Every value is also recorded in the store before the
-    Service is written (reservations.py), so of two clients asking for one address or port
-    through two workers at the same moment exactly one gets it, as from one kube-apiserver."""
+    """Called before `server.start()` when other processes allocate from the same store: this
+    server's other workers, or other API servers on the same etcd (`up` calls it there whatever the
+    worker count). ClusterIPs and node ports are allocated in each API server process
+    (registry/core_services.py, before the Service is stored), so each takes what the others
+    allocated from its watch cache, as the Services arrive, and releases what their deletes and
+    updates freed; and each worker picks new values dynamically from a share of the ranges of its
+    own (every N-th value), so that two workers creating Services at the same moment rarely pick
+    one value (API servers on one etcd each pick from the whole range, and give up a value another
+    recorded first). Every value is also recorded in the store before the Service is written
+    (reservations.py), so of two clients asking for one address or port through two processes at
+    the same moment exactly one gets it, as from one kube-apiserver, or several on one etcd."""
     res = server.index.get("", "v1", "services")
     strategy, prefix = res.strategy, res.key_prefix()
     strategy.reservations = Reservations(server.rest, strategy)
