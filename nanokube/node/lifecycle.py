@@ -1599,9 +1599,10 @@ class PodWorker:
                                  "Failed to create pod sandbox: {}")
 
     async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
-        """Run `step(pod)` until it stops raising `not_ready`, backing off; each refusal is
-        reported as a Warning event, which the recorder folds into one with a count (but for one
-        marked `quiet`: a volume waiting for its attachment, told only once it waited long)."""
+        """Run `step(pod)` until it stops raising `not_ready`, backing off (but for a refusal
+        with a `recheck` period: a volume waiting for its attachment is checked that often); each
+        refusal is reported as a Warning event, which the recorder folds into one with a count (but
+        for one marked `quiet`: a volume waiting for its attachment, told only once it waited long)."""
         delay = CLAIM_RETRY_INITIAL
         while True:
             try:
@@ -1610,9 +1611,11 @@ class PodWorker:
             except not_ready as e:
                 if not getattr(e, "quiet", False):
                     await self._event("Warning", reason, message.format(e))
-            if await self._wait(self.clock.monotonic() + delay, active=True):
+                recheck = getattr(e, "recheck", None)
+            if await self._wait(self.clock.monotonic() + (recheck or delay), active=True):
                 return False
-            delay = min(delay * 2, CLAIM_RETRY_MAX)
+            if recheck is None:
+                delay = min(delay * 2, CLAIM_RETRY_MAX)
 
     # --- lifecycle hooks (hooks.py) -----------------------------------------------------
 

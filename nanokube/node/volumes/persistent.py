@@ -116,6 +116,10 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
 #: podAttachAndMountTimeout: how long WaitForAttachAndMount waits before the pod's sync fails with
 #: `Unable to attach or mount volumes` (a FailedMount event), to wait as long again
 ATTACH_AND_MOUNT_TIMEOUT = 123.0
+#: how soon a volume waiting for its attachment is checked again: the volume manager's reconciler
+#: loop (100 ms), not the pod's back-off, so a pod starts moments after the attach/detach
+#: controller reports its volume attached
+ATTACH_RECHECK = 0.1
 
 
 def _block(pv: dict) -> bool:
@@ -142,6 +146,7 @@ class NotAttached(MountError):
                                  f"unattached volumes=[{volume}]: timed out waiting for the condition")
         self.volume = volume
         self.quiet = quiet
+        self.recheck = ATTACH_RECHECK
 
 
 async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict) -> None:

@@ -43,3 +43,33 @@ async def test_pods_on_attached_volumes_start_without_a_get_of_their_node_or_dri
         finally:
             for p in reversed(parts):
                 await p.stop()
+
+
+async def test_a_pod_starts_moments_after_its_volume_is_attached_however_long_it_waited(tmp_path):
+    async with nodes_over_http(str(tmp_path / "pods")) as (_client, _nodes, clock, server):
+        ctl = LocalClient(server.rest)
+        parts = [LocalPathProvisioner(ctl, str(tmp_path / "volumes"), clock)]
+        await parts[0].start()
+        try:
+            drivers = ctl.resource("storage.k8s.io", "v1", "csidrivers")
+            await drivers.delete(CSI_DRIVER)
+            await drivers.create({"metadata": {"name": CSI_DRIVER}, "spec": {"attachRequired": True}})
+            (tmp_path / "volumes" / "a").mkdir(parents=True)
+            await claimed_pod(ctl, "a", "gpu-0", {"driver": CSI_DRIVER, "volumeHandle": "a",
+                                                  "volumeAttributes": {"path": str(tmp_path / "volumes" / "a")}})
+            pods = ctl.resource("", "v1", "pods")
+            for _ in range(40):  # no attach/detach controller yet: the pod waits, past any back-off's first steps
+                await clock.advance(1.0)
+            assert (await pods.get("a", "default"))["status"].get("phase") == "Pending"
+            parts.append(AttachDetachController(ctl, clock))
+            await parts[1].start()
+
+            async def attached():
+                node = await ctl.resource("", "v1", "nodes").get("gpu-0")
+                return (node["status"].get("volumesAttached") or None) and clock.monotonic()
+            since = await ticking(clock, attached, step=0.05)
+            await ticking(clock, phase_is(pods, "a", "Running"), step=0.05)
+            assert clock.monotonic() - since <= 1.0
+        finally:
+            for p in reversed(parts):
+                await p.stop()
