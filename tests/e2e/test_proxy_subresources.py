@@ -150,10 +150,11 @@ def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
     assert (config["port"], config["nodeLeaseDurationSeconds"], config["maxPods"]) == (10250, 40, 110)
     r = c.kubectl("get", "--raw", f"{base}/nope", check=False)
     assert r.returncode == 1 and "Error from server (NotFound)" in r.stderr, "the kubelet's 404, not a Status"
-    ip = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
-              if a["type"] == "InternalIP")
+    # the kubelet's address is the Node's first of --kubelet-preferred-address-types (Hostname first)
+    host = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
+                if a["type"] == "Hostname")
     r = c.kubectl("get", "--raw", f"/api/v1/nodes/{node}:9100/proxy/metrics", check=False)
-    assert f"error trying to reach service: dial tcp {ip}:9100: connect: connection refused" in r.stderr
+    assert f"error trying to reach service: dial tcp {host}:9100: connect: connection refused" in r.stderr
 
 
 SERVER = """
