@@ -25,7 +25,7 @@ import yaml
 
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
-from ...machinery import errors
+from ...machinery import configfile, errors
 from ...machinery.validation import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 from .. import serializer
 from .config_reload import read_text
@@ -157,9 +157,9 @@ def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
         raise ConfigError(f"Object 'Kind' is missing in '{text.strip()[:200]}'")
     if version not in VERSIONS or got != kind:
         raise ConfigError(f'no kind "{got}" is registered for version "{version}" in scheme "pkg/runtime/scheme.go:100"')
-    unknown = unknown_fields(doc, schema)
-    if unknown:
-        raise ConfigError("strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in unknown))
+    strict = configfile.duplicates(text) + [f'unknown field "{p}"' for p in unknown_fields(doc, schema)]
+    if strict:
+        raise ConfigError(configfile.strict_error(strict))
     wrong = mistyped(doc, schema, kind)
     if wrong:
         raise ConfigError(wrong)

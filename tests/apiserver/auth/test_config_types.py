@@ -59,7 +59,30 @@ def test_up_stops_on_a_file_too_deep_aliased_or_not_utf8_without_a_traceback(tmp
     assert err.startswith(f"nanokube: {flag}: ") and line in err and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("bad", [(AUTHN + "jwt: 5\n").encode(), b"[" * 3000 + b"]" * 3000, AUTHN.encode() + b"jwt: \xff\n"])
+@pytest.mark.parametrize("flag, config, said", [
+    ("--authentication-config", AUTHN + ISSUER % "[a]" + "kind: AuthenticationConfiguration\njwts: []\n",
+     'strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n'
+     '  line 6: key "kind" already set in map, unknown field "jwts"'),
+    ("--authorization-config", AUTHZ + "authorizers:\n- {type: RBAC, name: rbac, name: again}\n- {type: Node, name: node}\n"
+     "authorizers: []\n",
+     'failed to load AuthorizationConfiguration from file: strict decoding error: error converting YAML to JSON: '
+     'yaml: unmarshal errors:\n  line 4: key "name" already set in map\n  line 6: key "authorizers" already set in map'),
+    ("--authorization-config", '{"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthorizationConfiguration", '
+     '"authorizers": [{"type": "RBAC", "name": "rbac", "type": "Node"}]}',
+     'failed to load AuthorizationConfiguration from file: strict decoding error: duplicate field "authorizers[0].type"'),
+])
+def test_up_stops_on_a_repeated_key_as_the_strict_decoder_words_it(tmp_path, capsys, flag, config, said):
+    """(Before, the later value silently won.) A YAML file gets go-yaml's list, a JSON one kjson's paths."""
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    assert main(["up", "--data-dir", str(tmp_path / "d"), flag, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nanokube: {flag}: ") and err.endswith(f": {said}\n") and "Traceback" not in err, err
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("bad", [(AUTHN + "jwt: 5\n").encode(), b"[" * 3000 + b"]" * 3000, AUTHN.encode() + b"jwt: \xff\n",
+                                 (AUTHN + ISSUER % "[a]" + "jwt: []\n").encode()])
 async def test_a_reloaded_file_of_the_wrong_type_fails_and_the_next_good_one_still_applies(tmp_path, bad):
     def reloads(text: str, status: str) -> int:
         found = re.search(r'apiserver_authentication_config_controller_automatic_reloads_total\{apiserver_id_hash='

@@ -1,0 +1,96 @@
+"""Configuration files (--config, --authentication-config, --encryption-provider-config, ...) read
+as upstream's component configs are: one loader for every file kind, so that each reports the keys a
+file repeats as upstream's strict codec (serializer.EnableStrict) does, not each parsing on its own.
+
+The strict codec runs sigs.k8s.io/yaml's YAMLToJSONStrict over a YAML file, whose go-yaml error lists
+every repeated key (`line N: key "x" already set in map`), and kjson's strict unmarshal over a JSON
+file (`duplicate field "a.b"`). Unknown fields are each kind's own (its schema), joined after these
+into one `strict decoding error: e1, e2`; a kind whose upstream decodes leniently (the audit policy)
+logs that text as a warning instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from nanokube.machinery import gofmt
+
+_Base: Any = yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
+    """A YAML 1.1 safe loader that keeps timestamps as strings, as sigs.k8s.io/yaml's conversion to JSON does."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+#: the strict codec's prefix for its joined errors
+STRICT = "strict decoding error: "
+
+
+def load(text: str | bytes) -> tuple[Any, list[str]]:
+    """A file's document (None when empty) and what the strict decoder says of the keys it
+    repeats ([] when none); yaml.YAMLError where it does not parse."""
+    return yaml.load(text, Loader=_Loader), duplicates(text)
+
+
+def duplicates(text: str | bytes) -> list[str]:
+    """The strict decoder's errors for a file's repeated keys: one go-yaml error listing every
+    repeated key of a YAML file, one `duplicate field "path"` a key of a JSON file."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        found = _repeated(loader, root) if root is not None else []
+    except (yaml.YAMLError, ValueError):  # (it does not parse: its loading reports that)
+        return []
+    finally:
+        loader.dispose()
+    if not found:
+        return []
+    head = text.lstrip()[:1]
+    if head in ("{", b"{"):
+        return [f"duplicate field {gofmt.quote(path)}" for _, _, path in found]
+    lines = "\n".join(f"  line {line}: key {key} already set in map" for line, key, _ in found)
+    return [f"error converting YAML to JSON: yaml: unmarshal errors:\n{lines}"]
+
+
+def strict_error(errors: list[str]) -> str:
+    """The strict codec's one error for all it found."""
+    return STRICT + ", ".join(errors)
+
+
+def _repeated(loader: Any, root: yaml.Node) -> list[tuple[int, str, str]]:
+    """(line, key as go-yaml's %#v writes it, JSON path) of every key its mapping already had, in
+    document order; an alias is walked once."""
+    out: list[tuple[int, int, str, str]] = []
+    seen_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        children: list[tuple[yaml.Node, str]] = []
+        if isinstance(node, yaml.MappingNode):
+            keys: set = set()
+            for key_node, value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = loader.construct_object(key_node, deep=True)
+                child = f"{path}.{key}" if path else str(key)
+                if (type(key), key) in keys:
+                    shown = gofmt.quote(key) if isinstance(key, str) else str(key).lower() if isinstance(key, bool) \
+                        else str(key)
+                    out.append((key_node.start_mark.line + 1, key_node.start_mark.column, shown, child))
+                keys.add((type(key), key))
+                children.append((value, child))
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+        stack.extend(reversed(children))
+    out.sort(key=lambda f: f[:2])
+    return [(line, shown, path) for line, _, shown, path in out]
