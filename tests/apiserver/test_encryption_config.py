@@ -144,3 +144,13 @@ def test_each_resource_gets_its_own_then_its_groups_then_every_resources_transfo
     assert key_names("roles.rbac.authorization.k8s.io") == [b"d:"]
     only_secrets = config.load(write(tmp_path, [{"resources": ["secrets"], "providers": [aescbc()]}]))
     assert only_secrets.for_resource("configmaps") is IDENTITY
+
+
+def test_a_json_file_repeating_a_key_is_refused_with_its_path(tmp_path):
+    (tmp_path / "enc.json").write_text('{"apiVersion": "apiserver.config.k8s.io/v1", "kind": "EncryptionConfiguration", '
+                                       '"resources": [{"resources": ["secrets"], "resources": ["configmaps"], '
+                                       '"providers": [{"identity": {}}]}]}')
+    with pytest.raises(ConfigError) as e:
+        config.load(str(tmp_path / "enc.json"))
+    assert str(e.value) == ('error while parsing file: strict decoding error: duplicate field '
+                            '"resources[0].resources"')

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import orjson
 import yaml
 
-from ...machinery import errors, featuregates, goduration, gofmt
+from ...machinery import configfile, errors, featuregates, goduration, gofmt
 from ...machinery.validation import FieldError, Stringer, invalid, required
 from .. import serializer
-from ..auth.authentication_config import mistyped
+from ..auth.authentication_config import mistyped, unknown_fields
 from .value import (AESCBC, AESCBC_PREFIX, AESGCM, AESGCM_PREFIX, IDENTITY, KMSV2_PREFIX, SECRETBOX_PREFIX, Identity,
                     PrefixTransformers, Prefixed, Secretbox)
 
@@ -111,6 +111,9 @@ def parse(data: bytes, reload: bool = False) -> dict:
                           f'"pkg/runtime/scheme.go:100"')
     if wrong := mistyped(doc, _SCHEMA, KIND):  # (`resources: 5`, `keys: [5]`, `name: [a]`)
         raise ConfigError(wrong)
+    strict = configfile.duplicates(data) + [f'unknown field "{p}"' for p in unknown_fields(doc, _SCHEMA)]
+    if strict:  # (its codec is strict: a repeated key or a misspelled provider is refused, not dropped)
+        raise ConfigError(configfile.strict_error(strict))
     resources = doc.get("resources") or []
     for rc in resources:
         for p in (rc or {}).get("providers") or []:
