@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..client.leaderelection import LeaderElectionConfig
-from ..machinery import goduration
+from ..machinery import configfile, goduration
 from ..machinery.validation import invalid, not_supported
 from . import plugins as registry
 from .framework import Profile
@@ -83,20 +83,21 @@ class SchedulerConfig:
 
 def load(path: str | Path) -> SchedulerConfig:
     try:
-        doc = yaml.safe_load(Path(path).read_text())
+        doc, strict = configfile.load(Path(path).read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"couldn't decode {path}: {e}") from None
-    return parse(doc or {})
+    return parse(doc or {}, strict)
 
 
-def parse(doc: dict) -> SchedulerConfig:
-    """Decodes, defaults and validates one KubeSchedulerConfiguration object."""
+def parse(doc: dict, strict: list[str] | None = None) -> SchedulerConfig:
+    """Decodes, defaults and validates one KubeSchedulerConfiguration object; `strict` holds what the
+    strict decoder said of the file's repeated keys, reported with its unknown fields."""
     if not isinstance(doc, dict):
         raise ConfigError("couldn't decode the configuration: not an object")
     version, kind = doc.get("apiVersion", ""), doc.get("kind", "")
     if version != API_VERSION or kind != KIND:
         raise ConfigError(f'no kind "{kind}" is registered for version "{version}"')
-    _strict(doc)
+    _strict(doc, strict or [])
     cfg = _defaulted(doc)
     errors = _validate(cfg)
     profiles = []
@@ -120,7 +121,7 @@ def parse(doc: dict) -> SchedulerConfig:
 
 # --- decoding and defaults ------------------------------------------------------------
 
-def _strict(doc: dict) -> None:
+def _strict(doc: dict, repeated: list[str]) -> None:
     unknown = [f for f in doc if f not in _TOP_FIELDS]
     unknown += [f"leaderElection.{f}" for f in doc.get("leaderElection") or {} if f not in _LEADER_ELECTION_DEFAULTS]
     conn = doc.get("clientConnection") or {}
@@ -132,8 +133,8 @@ def _strict(doc: dict) -> None:
                 unknown.append(f"profiles[{i}].plugins.{point}")
                 continue
             unknown += [f"profiles[{i}].plugins.{point}.{f}" for f in ps or {} if f not in _SET_FIELDS]
-    if unknown:
-        raise ConfigError("strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
+    if repeated or unknown:
+        raise ConfigError(configfile.strict_error(repeated + [f'unknown field "{f}"' for f in unknown]))
     for f, go_type in (("qps", "float32"), ("burst", "int32")):
         v = conn.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int if f == "burst" else (int, float))):

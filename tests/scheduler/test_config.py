@@ -141,6 +141,24 @@ def test_wrong_version_and_bad_yaml(tmp_path):
         load(f)
 
 
+
+def test_a_repeated_key_is_a_strict_decoding_error_and_stops_up(tmp_path, capsys):
+    """v1's codec is strict: a key given twice (before, the later one silently won) is reported with
+    the unknown fields, in go-yaml's words; `up --scheduler-config` stops on it with that error."""
+    from nanokube.cli import main
+
+    f = tmp_path / "dup.yaml"
+    f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                 "parallelism: 4\nprofiles:\n- schedulerName: a\n  schedulerName: b\n  plugin: {}\nparallelism: 8\n")
+    want = ('strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n  line 6: key "schedulerName" '
+            'already set in map\n  line 8: key "parallelism" already set in map, unknown field "profiles[0].plugin"')
+    with pytest.raises(ConfigError) as e:
+        load(f)
+    assert str(e.value) == want
+    assert main(["up", "--data-dir", str(tmp_path / "d"), "--scheduler-config", str(f)]) == 2
+    assert capsys.readouterr().err == f"nanokube: --scheduler-config: {want}\n"
+    assert not (tmp_path / "d").exists()
+
 async def test_scheduler_runs_every_configured_profile():
     from nanokube.scheduler.scheduler import Scheduler
     from tests.controllers import eventually, make_stack
