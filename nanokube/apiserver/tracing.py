@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from ..machinery import configfile
 from .auth.authorizer import USER, request_attributes
 from .audit import AUDIT_ID
 
@@ -53,6 +54,10 @@ class TracingConfigError(ValueError):
     pass
 
 
+#: the fields of a TracingConfiguration file (apiserver.k8s.io v1, v1beta1, v1alpha1)
+_FIELDS = ("apiVersion", "kind", "endpoint", "samplingRatePerMillion")
+
+
 @dataclass(frozen=True)
 class TracingConfiguration:
     endpoint: str = DEFAULT_ENDPOINT
@@ -63,7 +68,7 @@ def load(path: str) -> TracingConfiguration:
     """The file's TracingConfiguration, validated as ValidateTracingConfiguration does."""
     try:
         with open(path, "rb") as f:
-            doc = yaml.safe_load(f)
+            doc, strict = configfile.load(f.read())
     except (OSError, yaml.YAMLError) as e:
         raise TracingConfigError(f"--tracing-config-file: failed to read tracing config: {e}") from None
     if not isinstance(doc, dict):
@@ -72,6 +77,9 @@ def load(path: str) -> TracingConfiguration:
     if doc.get("kind") != "TracingConfiguration" or group != GROUP or version not in VERSIONS:
         raise TracingConfigError(f"--tracing-config-file: failed to read tracing config: no kind "
                                  f"{doc.get('kind')!r} is registered for version {doc.get('apiVersion')!r}")
+    strict += [f'unknown field "{k}"' for k in doc if k not in _FIELDS]
+    if strict:  # (its codec is strict)
+        raise TracingConfigError(f"--tracing-config-file: failed to read tracing config: {configfile.strict_error(strict)}")
     endpoint = doc.get("endpoint")
     rate = doc.get("samplingRatePerMillion")
     errs = []

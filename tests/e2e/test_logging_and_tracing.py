@@ -235,3 +235,16 @@ def test_a_bad_tracing_configuration_or_logging_flag_is_refused(tmp_path, args, 
         argv += ["--data-dir", str(tmp_path / "data"), "--port", "0"]
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", *argv], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr.strip().splitlines()[-1]) == (2, said), r.stderr
+
+
+def test_a_tracing_configuration_is_decoded_strictly(tmp_path):
+    """The TracingConfiguration codec is strict: a repeated key (before, the later one won) and an
+    unknown field stop `up` with the strict decoder's error, go-yaml's list spanning lines."""
+    (tmp_path / "dup.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\n"
+                                       "endpoint: 127.0.0.1:4317\nendpoint: 127.0.0.1:4318\nsamplingRate: 5\n")
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--tracing-config-file", str(tmp_path / "dup.yaml"),
+                        "--data-dir", str(tmp_path / "data"), "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.endswith(
+        "nanokube: --tracing-config-file: failed to read tracing config: strict decoding error: error converting YAML "
+        'to JSON: yaml: unmarshal errors:\n  line 4: key "endpoint" already set in map, unknown field "samplingRate"\n'), \
+        r.stderr
