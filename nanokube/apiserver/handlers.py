@@ -693,9 +693,7 @@ class APIHandlers:
             if watch:
                 return await self._watch(request, res, version, namespace, name, labels)
             if name:
-                if not (rv := q.get("resourceVersion", "")):  # the most recent, a consistent read as upstream's
-                    await self.rest.cache.sync()  # from etcd: another API server on it may have just written
-                obj = await self.rest.get(res, version, namespace, name, rv)
+                obj = await self.rest.get(res, version, namespace, name, q.get("resourceVersion", ""))
                 if _accept(request) == "object":
                     e = self.rest.cache.get(res.key(namespace, name))
                     if e is not None and e.obj is obj:  # not converted: the cache's JSON of it, as LIST serves

@@ -727,9 +727,15 @@ class GenericREST:
     # --- reads -----------------------------------------------------------
 
     async def get(self, res: Resource, version: str, namespace: str | None, name: str, resource_version: str = "") -> dict:
-        """The object; with a `resource_version` (other than "0") as the watch cache's Get serves it: not
-        older than that revision, waited for up to FUTURE_RV_WAIT, then the 504 Too large resource version."""
-        if resource_version not in ("", "0"):
+        """The object; without a `resource_version` the most recent, a consistent read as upstream's from
+        etcd: the cache first catches up with the store's revision (another API server on it may have just
+        written; on SQLite and the memory store, whose cache follows every local commit, a memory read).
+        With one (other than "0") as the watch cache's Get serves it: not older than that revision,
+        waited for up to FUTURE_RV_WAIT, then the 504 Too large resource version. HTTP and the loopback
+        client (the controllers in `up`) both read through here."""
+        if not resource_version:
+            await self.cache.sync()
+        elif resource_version != "0":
             want = _revision(resource_version)
             if want > self.cache.rev:
                 try:
