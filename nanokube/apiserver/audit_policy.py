@@ -5,11 +5,13 @@ pkg/apis/audit/validation): the first rule that matches wins; none matching is l
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from ..machinery import configfile
 from ..machinery.validation import FieldError, dns1123_subdomain, invalid, not_supported, required
 
 NONE, METADATA, REQUEST, REQUEST_RESPONSE = "None", "Metadata", "Request", "RequestResponse"
@@ -17,6 +19,13 @@ LEVELS = (NONE, METADATA, REQUEST, REQUEST_RESPONSE)
 #: the stages, in upstream's order (also that of validation's "allowed stages are ..." message)
 RECEIVED, STARTED, COMPLETE, PANIC = "RequestReceived", "ResponseStarted", "ResponseComplete", "Panic"
 STAGES = (RECEIVED, STARTED, COMPLETE, PANIC)
+#: a Policy's fields and its rules' (audit.k8s.io/v1): what the strict decoder knows
+_POLICY_FIELDS = ("apiVersion", "kind", "metadata", "rules", "omitStages", "omitManagedFields")
+_RULE_FIELDS = ("level", "users", "userGroups", "verbs", "resources", "namespaces", "nonResourceURLs", "omitStages",
+                "omitManagedFields")
+_GROUP_RESOURCES_FIELDS = ("group", "resources", "resourceNames")
+
+log = logging.getLogger(__name__)
 
 
 class PolicyError(ValueError):
@@ -125,7 +134,7 @@ def load(path: str | Path) -> Policy:
     except OSError as e:
         raise PolicyError(f'failed to read file path "{path}": {e}') from None
     try:
-        doc = yaml.safe_load(text)
+        doc, strict = configfile.load(text)
     except yaml.YAMLError as e:
         raise PolicyError(f'failed decoding file "{path}": {e}') from None
     if not isinstance(doc, dict):
@@ -133,10 +142,28 @@ def load(path: str | Path) -> Policy:
     version, kind = doc.get("apiVersion"), doc.get("kind")
     if (version, kind) != ("audit.k8s.io/v1", "Policy"):
         raise PolicyError(f'failed decoding file "{path}": no kind "{kind}" is registered for version "{version}"')
+    strict += [f'unknown field "{p}"' for p in _unknown(doc)]
+    if strict:  # (upstream decodes strictly first, then leniently, and only warns)
+        log.warning("Audit policy contains errors, falling back to lenient decoding: %s", configfile.strict_error(strict))
     policy = parse(doc)
     if not policy.rules:
         raise PolicyError(f'loaded illegal policy with 0 rules from file "{path}"')
     return policy
+
+
+def _unknown(doc: dict) -> list[str]:
+    """The paths of the fields a Policy holds that its type does not name (`rules[0].verb`)."""
+    out = [k for k in doc if k not in _POLICY_FIELDS]
+    rules = doc.get("rules")
+    for i, r in enumerate(rules if isinstance(rules, list) else []):
+        if not isinstance(r, dict):
+            continue
+        out += [f"rules[{i}].{k}" for k in r if k not in _RULE_FIELDS]
+        resources = r.get("resources")
+        for j, g in enumerate(resources if isinstance(resources, list) else []):
+            if isinstance(g, dict):
+                out += [f"rules[{i}].resources[{j}].{k}" for k in g if k not in _GROUP_RESOURCES_FIELDS]
+    return out
 
 
 def parse(doc: dict) -> Policy:

@@ -321,3 +321,17 @@ def test_a_json_policy_is_read_too(tmp_path):
     d = policy.decide(None, "get", True, "", "pods", "", "default", "p")
     assert (d.level, d.omit_stages) == ("Request", frozenset({"RequestReceived"}))
     assert policy.decide(None, "list", True).level == "None"
+
+
+def test_a_policy_the_strict_decoder_refuses_is_read_leniently_with_a_warning(tmp_path, caplog):
+    """Upstream tries its strict decoder first and, where only that refuses the file, decodes it
+    leniently and warns: a repeated key keeps the later value, an unknown field is dropped."""
+    (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: None\n"
+                                          "  level: Request\n  verb: [get]\n  resources: [{group: '', resource: [x]}]\n")
+    with caplog.at_level("WARNING", logger="nanokube.apiserver.audit_policy"):
+        policy = load(tmp_path / "policy.yaml")
+    assert policy.decide(None, "list", True, "", "pods", "", "default", "p").level == "Request"
+    assert [r.getMessage() for r in caplog.records] == [
+        "Audit policy contains errors, falling back to lenient decoding: strict decoding error: error converting YAML "
+        'to JSON: yaml: unmarshal errors:\n  line 5: key "level" already set in map, unknown field "rules[0].verb", '
+        'unknown field "rules[0].resources[0].resource"']
