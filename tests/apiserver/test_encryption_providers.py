@@ -474,3 +474,41 @@ async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cach
                 break
             await asyncio.sleep(0.01)
         assert [i["metadata"]["name"] for i in (await send(api, "GET", url))[1]["items"]] == ["s1", "s2", "s3"]
+
+
+class Streamed(MemoryStore):
+    """A store whose events come only through its change stream (etcd's way)."""
+
+    def follow(self, from_revision, apply, lost=None):
+        return None
+
+
+@pytest.mark.parametrize("store", [MemoryStore, Streamed])
+async def test_a_watched_value_under_another_servers_seed_is_decrypted_off_the_loop(tmp_path, plugin, store):
+    """Two API servers over one store and one plugin, each with its own seed: the second's watch asks
+    the plugin for the first's seed in a worker thread (a store that hands its commits to the watch
+    cache hands this one over to its change stream), so while the plugin holds its answer the event
+    loop is free, and once it answers the Secret is served there."""
+    mem = store()
+    config = write_config(tmp_path / "enc.yaml", {"kms": {**kms(plugin)["kms"], "timeout": "30s"}})  # (a loaded CI)
+    async with Encrypted(config, mem) as a, Encrypted(config, mem) as b:
+        await b.secrets.create(secret("mine"), namespace="default")  # b's seed, which a's watch decrypts
+        await a.encryption.resources.kms[0].ready()  # a's seed, made before the plugin holds
+        for _ in range(500):  # until a's watch cache took b's write (the plugin decrypted b's seed)
+            if (await a.secrets.list(namespace="default"))[0]:
+                break
+            await asyncio.sleep(0.01)
+        plugin.answering.clear()
+        await a.secrets.create(secret("theirs"), namespace="default")
+        await asyncio.sleep(0.05)  # b's watch is asking the plugin for a's seed
+        # the loop both servers share is free: a answers (b's reads wait for its watch cache to catch up)
+        assert (await a.secrets.get("theirs", namespace="default"))["metadata"]["name"] == "theirs"
+        assert plugin.calls["Decrypt"] == 1
+        plugin.answering.set()
+        for _ in range(200):  # until b's watch cache took a's write
+            if len((await b.secrets.list(namespace="default"))[0]) == 2:
+                break
+            await asyncio.sleep(0.01)
+        got = await b.secrets.get("theirs", namespace="default")
+        assert base64.b64decode(got["data"]["password"]) == b"hunter2"
+        assert plugin.calls["Decrypt"] == 2  # each server's seed, once by the other

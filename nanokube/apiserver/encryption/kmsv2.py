@@ -10,9 +10,8 @@ The plugin is called in worker threads, each call bounded by the provider's time
 the configuration says), so a slow or hung plugin holds the request that needs it and not the
 event loop: the key ID poll runs in the background while writes go on under the current seed
 (upstream's), only the first write waits for a seed; a health check's Status is awaited before
-it answers (`refresh`); the store asks for the seeds a get or a list needs before it reads
-(`unseen`, `learn`). A watched value under a seed this server has not seen (another API worker's)
-is still decrypted in the watch's callback, on the loop, within that timeout."""
+it answers (`refresh`); the store asks for the seeds a get, a list or its watch needs before it
+reads (`unseen`, `learn`)."""
 
 from __future__ import annotations
 

@@ -231,27 +231,54 @@ class EncryptedStore(Store):
             self._relist = False
             raise Compacted(from_revision, from_revision)
         async for ev in self.inner.watch(from_revision):
+            if ev.type == PUT:  # a seed the plugin has yet to decrypt (another server's), asked off the loop
+                await self._asked([ev.kv])
             yield self._event(ev)
 
     def watch(self, from_revision: int) -> AsyncIterator[Event]:
         return self._events(from_revision)
 
+    def _unseen(self, kv: KV) -> bool:
+        t = self._transformer(kv.key)
+        return t is not None and t is not IDENTITY and bool(t.plugins) and t.unread(kv.value) is not None
+
     def follow(self, from_revision: int, apply: Callable[[Event], None],
                lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
-        """The inner store's follow, remembered (while it lasts) for a reload that makes the follower relist."""
+        """The inner store's follow, remembered (while it lasts) for a reload that makes the follower
+        relist. A value under a seed a KMS plugin has yet to decrypt is not read in the callback: the
+        follow ends there, reported lost, and the follower's change stream (`_events`) asks the plugin
+        off the loop."""
         event = self._event
         if lost is None:
             return self.inner.follow(from_revision, lambda ev: apply(event(ev)), None)
         entry: list = []
+        ended = False
 
-        def forget() -> None:
+        def forget() -> bool:
             if entry and entry[0] in self._following:
                 self._following.remove(entry[0])
+                return True
+            return False
 
         def dropped() -> None:
             forget()
             lost()
-        unfollow = self.inner.follow(from_revision, lambda ev: apply(event(ev)), dropped)
+
+        def applied(ev: Event) -> None:
+            nonlocal ended
+            if ended:
+                return
+            if ev.type == PUT and self._unseen(ev.kv):  # (out of the store's fan-out first)
+                ended = True
+                asyncio.get_running_loop().call_soon(stream)
+                return
+            apply(event(ev))
+
+        def stream() -> None:
+            if forget():
+                unfollow()
+                lost()
+        unfollow = self.inner.follow(from_revision, applied, dropped)
         if unfollow is None:
             return None
         entry.append((unfollow, lost))
