@@ -110,6 +110,10 @@ def test_a_bad_configuration_stops_up(tmp_path):
      "[]v1.AdmissionPluginConfiguration"),
     (CONFIG.replace("path: pod-security.yaml", "path: 5"), POD_SECURITY,
      "json: cannot unmarshal number into Go struct field AdmissionConfiguration.plugins.path of type string"),
+    # pod-security-admission's codec is strict: a key its file repeats is refused (before, the later one won)
+    (CONFIG, POD_SECURITY + "defaults: {}\n",
+     "PodSecurity configuration: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n"
+     '  line 7: key "defaults" already set in map'),
     (CONFIG, POD_SECURITY.replace(f"namespaces: [{EXEMPT}]", "usernames: admin"),
      "PodSecurity configuration: json: cannot unmarshal string into Go struct field "
      "PodSecurityConfiguration.exemptions.usernames of type []string"),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from ...machinery import configfile
 from .pod_security import Config, go_typed
 from .resource_quota import parse_configuration
 
@@ -16,13 +17,22 @@ KINDS = (("apiserver.config.k8s.io/v1", "AdmissionConfiguration"),
          ("apiserver.k8s.io/v1alpha1", "AdmissionConfiguration"))
 
 
-def _read(path: Path) -> dict:
+#: the plugins whose configuration codec is strict (pod-security-admission's loader): a key their
+#: own file repeats is refused; the AdmissionConfiguration's codec, ResourceQuota's and the
+#: webhooks' are lenient (the later key wins), as is an embedded `configuration`, whose repeated
+#: keys the AdmissionConfiguration's lenient decoding already dropped
+_STRICT = frozenset({"PodSecurity"})
+
+
+def _read(path: Path, strict_plugin: str = "") -> dict:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc, repeated = configfile.load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f'failed to read plugin config file "{path}": {e}') from None
     if not isinstance(doc, dict):
         raise ValueError(f'failed to read plugin config file "{path}": not an object')
+    if strict_plugin and repeated:
+        raise ValueError(f"{strict_plugin} configuration: {configfile.strict_error(repeated)}")
     return doc
 
 
@@ -38,7 +48,7 @@ def load(path: str | Path) -> dict[str, dict]:
         if configuration is not None:
             out[name] = configuration
         elif file:
-            out[name] = _read(path.parent / file)
+            out[name] = _read(path.parent / file, name if name in _STRICT else "")
     return out
 
 
