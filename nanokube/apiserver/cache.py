@@ -434,6 +434,8 @@ class WatchCache:
         self.rev = 0
         #: the revision of the last list of the store (at start, or a relist): upstream's listResourceVersion
         self._listed = 0
+        #: per resource prefix whose history began after that list (`begin_history`), its own
+        self._listed_at: dict[str, int] = {}
         self._by_prefix: dict[str, dict[str, Entry]] = {}
         #: each resource prefix's keys in order, so a page or a namespace is found by bisection; kept in
         #: blocks (SortedList), as one list's insort or del moved every later key (~50 us at 100,000 Events)
@@ -608,6 +610,7 @@ class WatchCache:
         for history in self._history.values():  # as upstream's Replace empties its history, keeping its capacity
             history.clear()
         self._trimmed.clear()
+        self._listed_at.clear()
         self.rev = self._oldest = self._listed = rev
         for ws in self._watchers.values():
             for w in ws:
@@ -1207,7 +1210,16 @@ class WatchCache:
     def _reach(self, rp: str) -> int:
         """The oldest revision after which resource `rp`'s history holds every event (upstream's
         oldest servable one, less one)."""
-        return self._history[rp][0].rev - 1 if rp in self._trimmed else self._listed
+        return self._history[rp][0].rev - 1 if rp in self._trimmed else self._listed_at.get(rp, self._listed)
+
+    def begin_history(self, prefix: str) -> None:
+        """Start the history of the resource under `prefix` afresh at the cache's revision: a custom
+        resource whose storage is (re)built gets a new cacher upstream, whose history begins at its
+        own first list, so a watch from a revision before it is 410 Expired, not one with no events."""
+        rp = _bucket(prefix)
+        self._history.pop(rp, None)
+        self._trimmed.discard(rp)
+        self._listed_at[rp] = self.rev
 
     def reaches(self, prefix: str, rev: int) -> bool:
         """Whether a list of `prefix` at revision `rev` (not newer than the cache's) can be served (`scan`)."""

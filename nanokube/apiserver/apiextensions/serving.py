@@ -104,8 +104,10 @@ class CustomResources:
         if known is not None:
             schema.forget(known[1])
         storage = self._storage(crd)
-        if known is not None and known[3] != storage:
-            self.cache.end_watches(res.key_prefix())
+        if known is None or known[3] != storage:  # a new storage, and so a new cacher and history
+            if known is not None:
+                self.cache.end_watches(res.key_prefix())
+            self.cache.begin_history(res.key_prefix())
         defs = definitions(crd, res)
         schema.define(defs)
         self.index.add(res)
