@@ -443,11 +443,13 @@ async def test_a_kms_plugin_that_holds_its_answer_holds_only_the_requests_that_n
         assert await fetched(api, "/readyz/kms-provider-0") == (200, "ok")
 
 
-async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cache(tmp_path):
+@pytest.mark.parametrize("store", [MemoryStore, "Streamed"])
+async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cache(tmp_path, store):
     """As upstream's cacher relists until its values read: once the reloaded configuration has the key
-    back, the Secret that did not read is served again, by name and in the list."""
+    back, the Secret that did not read is served again, by name and in the list (after the next
+    change where the watch cache streams the store's changes)."""
     path = tmp_path / "enc.yaml"
-    mem = MemoryStore()
+    mem = Streamed() if store == "Streamed" else store()
     async with Encrypted(write_config(path, aes("aescbc", ("k1", key(1)))), mem) as s:
         await s.secrets.create(secret("s1"), namespace="default")
     write_config(path, aes("aescbc", ("k2", key(2))))  # k1 lost
@@ -459,6 +461,7 @@ async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cach
         assert (await send(api, "POST", url, secret("s2")))[0] == 201
         write_config(path, aes("aescbc", ("k2", key(2)), ("k1", key(1))))
         encryption.reload()
+        assert (await send(api, "POST", url, secret("s3")))[0] == 201
         for _ in range(200):  # until the watch cache relisted
             if (await send(api, "GET", url + "/s1"))[0] == 200:
                 break
@@ -466,14 +469,14 @@ async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cach
         code, body = await send(api, "GET", url + "/s1")
         assert (code, base64.b64decode(body["data"]["password"])) == (200, b"hunter2")
         code, body = await send(api, "GET", url)
-        assert (code, [i["metadata"]["name"] for i in body["items"]]) == (200, ["s1", "s2"])
+        assert (code, [i["metadata"]["name"] for i in body["items"]]) == (200, ["s1", "s2", "s3"])
         assert encryption.store.unreadable == {}
-        assert (await send(api, "POST", url, secret("s3")))[0] == 201  # and it follows the store again
+        assert (await send(api, "POST", url, secret("s4")))[0] == 201  # and it follows the store again
         for _ in range(200):
-            if len((await send(api, "GET", url))[1]["items"]) == 3:
+            if len((await send(api, "GET", url))[1]["items"]) == 4:
                 break
             await asyncio.sleep(0.01)
-        assert [i["metadata"]["name"] for i in (await send(api, "GET", url))[1]["items"]] == ["s1", "s2", "s3"]
+        assert [i["metadata"]["name"] for i in (await send(api, "GET", url))[1]["items"]] == ["s1", "s2", "s3", "s4"]
 
 
 class Streamed(MemoryStore):

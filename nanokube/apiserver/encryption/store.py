@@ -42,6 +42,8 @@ class EncryptedStore(Store):
         #: the followers' (unfollow, lost), and whether the next watch is to make its caller relist
         self._following: list[tuple[Callable[[], None], Callable[[], None]]] = []
         self._relist = False
+        #: counts the reloads made while values did not read: a change stream opened before one ends
+        self._reloads = 0
 
     @property
     def resources(self) -> Resources:
@@ -52,6 +54,8 @@ class EncryptedStore(Store):
         """A reloaded configuration, from the next value on; the followers relist where values did not read."""
         self._resources = resources
         self._by_segment = {}
+        if self.unreadable:
+            self._reloads += 1
         if self.unreadable and self._following:
             self._relist = True
             following, self._following = self._following, []
@@ -230,7 +234,10 @@ class EncryptedStore(Store):
         if self._relist:  # the watch cache's answer to Compacted: a relist
             self._relist = False
             raise Compacted(from_revision, from_revision)
+        reloads = self._reloads
         async for ev in self.inner.watch(from_revision):
+            if self._reloads != reloads:  # (a stream's caller relists at its next event)
+                raise Compacted(from_revision, from_revision)
             if ev.type == PUT:  # a seed the plugin has yet to decrypt (another server's), asked off the loop
                 await self._asked([ev.kv])
             yield self._event(ev)
