@@ -143,7 +143,8 @@ class Envelope:
         self._checking: asyncio.Future | None = None
         #: why the last key ID poll failed (the first write's error while there is no seed)
         self._poll_error: str | None = None
-        #: digest -> why the plugin did not decrypt that seed, for the read that asked (`learn`)
+        #: digest -> why the plugin last failed to decrypt that seed (`learn`), answered by every read
+        #: of a value under it until a `learn` succeeds: a read never asks the plugin on the loop
         self._failed: dict[bytes, str] = {}
 
     def close(self) -> None:
@@ -288,12 +289,15 @@ class Envelope:
 
     def learn(self, obj: pb.EncryptedObject) -> None:
         """`obj`'s seed decrypted by the plugin (in a worker thread) and kept; a failure is kept for
-        the read that asked, which answers it without asking again."""
+        the reads of values under that seed, which answer it without asking again (a list's every
+        value under it, not only the first), until a later `learn` of the seed succeeds."""
         digest = self._digest(obj.encryptedDEKSourceType, obj.encryptedDEKSource, obj.keyID, obj.annotations)
         try:
             self._transformer_for(obj, digest)
         except TransformError as e:
             self._failed[digest] = str(e)
+        else:
+            self._failed.pop(digest, None)
 
     def _transformer_for(self, obj: pb.EncryptedObject, digest: bytes) -> ExtendedNonceGCM | AESGCM:
         try:
@@ -319,7 +323,7 @@ class Envelope:
         obj, digest = self._parsed(data)
         transformer = self._seeds.get(digest)
         if transformer is None:
-            if (why := self._failed.pop(digest, None)) is not None:
+            if (why := self._failed.get(digest)) is not None:
                 raise TransformError(why)
             transformer = self._transformer_for(obj, digest)
         out, _ = transformer.from_storage(obj.encryptedData, key)
