@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ..machinery import goduration
+from ..machinery import configfile, goduration
 from ..machinery.validation import FieldError, Stringer, invalid
 from .detect_local import CLUSTER_CIDR, DetectLocal
 from .nodeport_addresses import PRIMARY
@@ -284,7 +284,7 @@ def load(path: str | Path) -> ProxyConfig:
     except OSError as e:
         raise ConfigError(f"open {path}: {e.strerror.lower() if e.strerror else e}") from None
     try:
-        doc = yaml.safe_load(data)
+        doc, strict = configfile.load(data)
     except yaml.YAMLError as e:
         raise ConfigError(f"failed to decode: {e}") from None
     if not isinstance(doc, dict):
@@ -296,10 +296,9 @@ def load(path: str | Path) -> ProxyConfig:
     if api_version != API_VERSION or kind != KIND:
         raise ConfigError(f'failed to decode: no kind "{kind}" is registered for version "{api_version}" in '
                           'scheme "pkg/proxy/apis/config/scheme/scheme.go:29"')
-    unknown = sorted(doc.keys() - _KNOWN)
-    if unknown:  # the strict decoder's error; the lenient v1alpha1 decoding goes on without them
-        log.warning("Using lenient decoding as strict decoding failed: err=strict decoding error: %s",
-                    ", ".join(f'unknown field "{k}"' for k in unknown))
+    strict += [f'unknown field "{k}"' for k in sorted(doc.keys() - _KNOWN)]
+    if strict:  # the strict decoder's error; the lenient v1alpha1 decoding goes on (the later key, no unknown ones)
+        log.warning("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
     for key in ("clientConnection", "iptables", "nftables", "ipvs", "detectLocal", "conntrack"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ConfigError(f"failed to decode: json: cannot unmarshal {type(doc[key]).__name__} into Go struct "

@@ -222,6 +222,17 @@ def test_unknown_fields_in_a_config_file_are_decoded_leniently_with_a_warning(tm
     assert "notAField" not in out.read_text()
 
 
+def test_a_repeated_key_in_a_config_file_is_warned_of_and_the_later_one_wins(tmp_path, caplog, capsys):
+    """kube-proxy's strict decoding lists it in go-yaml's words; its lenient fallback takes the later value."""
+    out = tmp_path / "out.yaml"
+    path = _config(tmp_path, HEAD + "mode: iptables\nmode: nftables\n")
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    logged = caplog.text + capsys.readouterr().err  # (the warning goes to the component's log handler)
+    assert ("Using lenient decoding as strict decoding failed: err=strict decoding error: error converting YAML to "
+            'JSON: yaml: unmarshal errors:\n  line 4: key "mode" already set in map') in logged
+    assert yaml.safe_load(out.read_text())["mode"] == "nftables"
+
+
 def test_nodeport_addresses_come_from_the_flag_or_the_file_primary_alone(tmp_path, capsys):
     """--nodeport-addresses (a comma-separated list) is the file's nodePortAddresses; `primary`
     goes alone, as upstream validates it."""
