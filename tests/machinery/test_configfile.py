@@ -1,0 +1,43 @@
+"""The config-file loader every component shares: repeated keys in the strict decoder's words."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from nanokube.machinery import configfile
+
+YAML_HEAD = "error converting YAML to JSON: yaml: unmarshal errors:\n"
+
+
+def test_a_yaml_file_gets_one_error_listing_every_repeated_key_in_line_order():
+    doc, strict = configfile.load("a: 1\nb:\n  x: 1\n  x: 2\na: 3\n")
+    assert doc == {"a": 3, "b": {"x": 2}}  # (the lenient value: the later key wins)
+    assert strict == [YAML_HEAD + '  line 4: key "x" already set in map\n  line 5: key "a" already set in map']
+    assert configfile.strict_error(strict + ['unknown field "c"']) == (
+        "strict decoding error: " + strict[0] + ', unknown field "c"')
+
+
+def test_a_json_file_gets_one_duplicate_field_a_key_with_its_path_in_document_order():
+    assert configfile.duplicates('{"a": 1, "b": [{"x": 1, "x": 2}], "a": 3}') == [
+        'duplicate field "b[0].x"', 'duplicate field "a"']
+
+
+@pytest.mark.parametrize("text, want", [
+    ("1: a\n'1': b\n", []),  # an integer and a string key differ, as go-yaml decodes them
+    ("true: a\nyes: b\n", ['  line 2: key true already set in map']),  # (YAML 1.1: both the bool true)
+    ("a: &x {q: 1}\nb: *x\nc: *x\n", []),  # an alias is the same mapping, not a repeated key
+    ("a: &x {q: 1, q: 2}\nb: *x\n", ['  line 1: key "q" already set in map']),  # walked once
+    ("base: &b {k: 1}\nm:\n  <<: *b\n  <<: *b\n  k: 2\n", []),  # merge keys are not keys
+    ("t: 2020-01-01\n", []),
+])
+def test_what_counts_as_a_repeated_key(text, want):
+    got = configfile.duplicates(text)
+    assert got == ([YAML_HEAD + "\n".join(want)] if want else [])
+
+
+def test_a_file_that_does_not_parse_is_the_loaders_error_not_a_repeated_key():
+    assert configfile.duplicates("a: [") == [] and configfile.duplicates("") == []
+    with pytest.raises(yaml.YAMLError):
+        configfile.load("a: [")
+    assert configfile.load("t: 2020-01-01\n") == ({"t": "2020-01-01"}, [])  # a timestamp stays a string
