@@ -1052,8 +1052,10 @@ class WatchCache:
             self._expiry = self.clock.call_later(self._expiry_at - now, self._expire)
 
     async def sync(self) -> None:
-        """Catch up with the store's current revision (a consistent read)."""
-        await self.wait_for(await self.store.current_revision())
+        """Catch up with the store's current revision (a consistent read). Nearly always caught up
+        already (every GET without a resourceVersion asks): then no wait is begun."""
+        if (rev := await self.store.current_revision()) > self.rev:
+            await self.wait_for(rev)
 
     def encode_chunk(self, typ: str, obj: dict) -> bytes:
         """`encode_event`'s line framed as one HTTP/1.1 chunk, framed once for every watcher; the
