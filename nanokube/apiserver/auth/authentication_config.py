@@ -157,12 +157,12 @@ def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
         raise ConfigError(f"Object 'Kind' is missing in '{text.strip()[:200]}'")
     if version not in VERSIONS or got != kind:
         raise ConfigError(f'no kind "{got}" is registered for version "{version}" in scheme "pkg/runtime/scheme.go:100"')
+    wrong = mistyped(doc, schema, kind)
+    if wrong:  # (a type error ends the unmarshal: the strict checks come after)
+        raise ConfigError(wrong)
     strict = configfile.duplicates(text) + [f'unknown field "{p}"' for p in unknown_fields(doc, schema)]
     if strict:
         raise ConfigError(configfile.strict_error(strict))
-    wrong = mistyped(doc, schema, kind)
-    if wrong:
-        raise ConfigError(wrong)
     return doc
 
 

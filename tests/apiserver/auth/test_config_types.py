@@ -23,6 +23,9 @@ ISSUER = "jwt:\n- issuer: {url: 'https://127.0.0.1:9', audiences: %s}\n  claimMa
 @pytest.mark.parametrize("flag, config, line", [
     ("--authentication-config", AUTHN + "jwt: 5\n",
      "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type array"),
+    # a type error ends decoding: an unknown field or a repeated key is not reported beside it
+    ("--authentication-config", AUTHN + "extra: 1\njwt: []\njwt: 5\n",
+     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type array"),
     ("--authentication-config", AUTHN + ISSUER % "[a, 1]",
      "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt[0].issuer.audiences[1] of type string"),
     ("--authentication-config", AUTHN + "anonymous: {enabled: true, conditions: [/livez]}\n",
