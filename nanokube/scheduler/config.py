@@ -133,14 +133,14 @@ def _strict(doc: dict, repeated: list[str]) -> None:
                 unknown.append(f"profiles[{i}].plugins.{point}")
                 continue
             unknown += [f"profiles[{i}].plugins.{point}.{f}" for f in ps or {} if f not in _SET_FIELDS]
-    if repeated or unknown:
-        raise ConfigError(configfile.strict_error(repeated + [f'unknown field "{f}"' for f in unknown]))
-    for f, go_type in (("qps", "float32"), ("burst", "int32")):
+    for f, go_type in (("qps", "float32"), ("burst", "int32")):  # (a type error ends the unmarshal: first)
         v = conn.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int if f == "burst" else (int, float))):
             what = {str: "string", dict: "object", list: "array", bool: "bool"}.get(type(v), f"number {v}")
             raise ConfigError(f"json: cannot unmarshal {what} into Go struct field "
                               f"ClientConnectionConfiguration.clientConnection.{f} of type {go_type}")
+    if repeated or unknown:
+        raise ConfigError(configfile.strict_error(repeated + [f'unknown field "{f}"' for f in unknown]))
 
 
 def _defaulted(doc: dict) -> dict:

@@ -120,6 +120,8 @@ def test_most_allocated_profile_packs_pods():
     ({"clientConnection": {"burst": 1.5}}, ("json: cannot unmarshal number 1.5 into Go struct field "
                                             "ClientConnectionConfiguration.clientConnection.burst of type int32")),
     ({"clientConnection": {"qpss": 5}}, 'strict decoding error: unknown field "clientConnection.qpss"'),
+    ({"clientConnection": {"qpss": 5, "qps": "fast"}}, ("json: cannot unmarshal string into Go struct field "
+                                                        "ClientConnectionConfiguration.clientConnection.qps of type float32")),
 ])
 def test_validation_messages(fields, want):
     assert error(**fields) == want
