@@ -102,7 +102,8 @@ def test_a_node_that_stops_heartbeating_has_its_pods_evicted_after_their_tolerat
     pod = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "stranded"))["metadata"].get("deletionTimestamp") and p)
     cond = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert (cond["reason"], cond["message"]) == ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
-    assert parse_time(cond["lastTransitionTime"]) - parse_time(taint["timeAdded"]) == 4
+    # not before the toleration ends; seconds-truncated times and a loaded machine may add one or two
+    assert 4 <= parse_time(cond["lastTransitionTime"]) - parse_time(taint["timeAdded"]) <= 6
     cluster.kubectl("patch", "pod", "stranded", "--type=json", "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
     subprocess.run([sys.executable, "-m", "nanokube.cli", "fault", "node", "gpu-0", "--clear",
                     "--kubeconfig", cluster.kubeconfig], capture_output=True, text=True, timeout=30, check=True)

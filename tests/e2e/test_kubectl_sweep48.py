@@ -121,8 +121,10 @@ def test_an_extension_api_servers_rbac_binds_the_bootstrap_roles_it_names(cluste
     kube-apiserver's bootstrap policy creates; nanokube created neither (nor any other
     namespaced bootstrap Role), so such a server could not read the client CA nor review tokens."""
     roles = cluster.kubectl("get", "roles", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,N:.metadata.name")
-    # (the system namespaces only: a Role another module of the shared cluster made elsewhere is not bootstrap's)
+    # (the system namespaces only: a Role another module of the shared cluster made elsewhere is not
+    # bootstrap's; kube-public's kubeadm Role is `up`'s, which publishes cluster-info as kubeadm does)
     assert [line.split() for line in roles.stdout.splitlines() if line.startswith("kube-")] == [
+        ["kube-public", "kubeadm:bootstrap-signer-clusterinfo"],
         ["kube-public", "system:controller:bootstrap-signer"],
         ["kube-system", "extension-apiserver-authentication-reader"],
         ["kube-system", "system::leader-locking-kube-controller-manager"],
