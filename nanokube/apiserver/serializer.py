@@ -190,6 +190,17 @@ def loads_yaml(raw: bytes | str) -> Any:
     return _to_json(obj, budget)
 
 
+def loads_config_yaml(raw: bytes | str) -> Any:
+    """A configuration file's YAML, bounded in aliases and nesting as a request body's is: ValueError
+    with the Go decoder's words (`error converting YAML to JSON: ...`) where it does not decode."""
+    try:
+        return loads_yaml(raw)
+    except yaml.YAMLError as e:
+        raise ValueError(f"error converting YAML to JSON: {e}") from None
+    except errors.APIError as e:
+        raise ValueError(f"error converting YAML to JSON: {e.message}") from None
+
+
 #: YAML bodies loaded by one of loads_yaml and duplicates, kept for the other (its next call with the
 #: same bytes takes it out): a request's body is decoded and checked for repeated keys once, not twice
 _LOADED: dict[bytes | str, tuple[Any, list[str]]] = {}

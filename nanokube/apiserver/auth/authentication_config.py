@@ -21,11 +21,10 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
-from ...machinery import configfile, errors
+from ...machinery import configfile
 from ...machinery.validation import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 from .. import serializer
 from .config_reload import read_text
@@ -145,11 +144,9 @@ def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
     if _NOT_UTF8.search(text):
         raise ConfigError("error converting YAML to JSON: yaml: invalid leading UTF-8 octet")
     try:
-        doc = serializer.loads_yaml(text)  # (aliases and nesting bounded as a request body's are)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"error converting YAML to JSON: {e}") from None
-    except errors.APIError as e:
-        raise ConfigError(f"error converting YAML to JSON: {e.message}") from None
+        doc = serializer.loads_config_yaml(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if not isinstance(doc, dict):
         raise ConfigError("couldn't get version/kind; json parse error: not an object")
     version, got = doc.get("apiVersion") or "", doc.get("kind") or ""

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
-import yaml
 
-from ...machinery import configfile, errors, featuregates, goduration, gofmt
+from ...machinery import configfile, featuregates, goduration, gofmt
 from ...machinery.validation import FieldError, Stringer, invalid, required
 from .. import serializer
 from ..auth.authentication_config import mistyped, unknown_fields
@@ -96,11 +95,9 @@ def load(path: str, reload: bool = False, observe: Callable | None = None, kms_f
 def parse(data: bytes, reload: bool = False) -> dict:
     """The configuration, decoded, defaulted and validated (ConfigError otherwise)."""
     try:
-        doc = serializer.loads_yaml(data)  # (aliases and nesting bounded as a request body's are)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"error converting YAML to JSON: {e}") from None
-    except errors.APIError as e:
-        raise ConfigError(f"error converting YAML to JSON: {e.message}") from None
+        doc = serializer.loads_config_yaml(data)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if not isinstance(doc, dict):
         raise ConfigError(f"couldn't get version/kind; json parse error: cannot unmarshal {type(doc).__name__} into Go value")
     kind, api_version = doc.get("kind") or "", doc.get("apiVersion") or ""
