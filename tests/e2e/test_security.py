@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from nanokube.pki.ca import KeyPair, issue
 from nanokube.pki.trustbundle import verify_chain
+from .conftest import wait_for
 from tests.e2e.manifests import to_yaml
 
 G = "rbac.authorization.k8s.io"
@@ -211,6 +212,24 @@ def test_node_credentials_reach_only_their_own_pods(cluster, gpu0):
     assert code == 403 and body["message"].endswith("can only access node lease with the same name as the requesting node")
     assert _call(cluster, gpu0, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-0",
                  {"metadata": {"labels": {"x": "y"}}})[0] == 200
+
+
+def test_an_admins_binding_grants_a_node_what_the_node_authorizer_refused(cluster, gpu0):
+    """The default system:node binding names nobody (the Node authorizer grants a node the role's
+    rules itself), and the Node authorizer's refusal of a Secret no pod of the node uses is no
+    opinion: a Role an admin binds the node to grants it."""
+    assert "subjects" not in yaml.safe_load(cluster.kubectl("get", "clusterrolebinding", "system:node", "-o", "yaml").stdout)
+    cluster.kubectl("create", "secret", "generic", "node-extra", "--from-literal=k=v")
+    path = "/api/v1/namespaces/default/secrets/node-extra"
+    code, body = _call(cluster, gpu0, "GET", path)
+    assert code == 403 and body["message"].endswith("no relationship found between node 'gpu-0' and this object")
+    cluster.kubectl("create", "role", "node-extra-reader", "--verb=get", "--resource=secrets", "--resource-name=node-extra")
+    cluster.kubectl("create", "rolebinding", "node-extra-reader", "--role=node-extra-reader", "--user=system:node:gpu-0")
+    try:
+        code, body = wait_for(lambda: (r := _call(cluster, gpu0, "GET", path))[0] != 403 and r, what="the binding applied")
+        assert (code, body["data"]) == (200, {"k": base64.b64encode(b"v").decode()})
+    finally:
+        cluster.kubectl("delete", "rolebinding/node-extra-reader", "role/node-extra-reader", "secret/node-extra")
 
 
 def test_node_cannot_request_or_sign_for_other_nodes_pods(cluster, gpu0):

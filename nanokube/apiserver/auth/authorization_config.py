@@ -3,10 +3,9 @@ whose `authorizers` are asked in order, the first to allow or deny deciding (ups
 none deciding is a refusal. Types: Node, RBAC, Webhook (webhook.py; several, by name),
 AlwaysAllow and AlwaysDeny. system:masters is allowed before any of them, as upstream's
 privileged-group authorizer always is. AlwaysDeny has no opinion ("Everything is forbidden."),
-as upstream's, and neither has the Node authorizer where it refuses a node, after which RBAC's
-system:node binding (this server's, for its node agents) grants that node nothing: a later
-authorizer may still allow. A webhook that cannot be asked gives its failurePolicy's verdict and an
-error, which a refused request answers as a 500.
+as upstream's, and neither has the Node authorizer where it does not allow a node: a later
+authorizer (RBAC, with what an admin bound the node) may still allow. A webhook that cannot be
+asked gives its failurePolicy's verdict and an error, which a refused request answers as a 500.
 
 The file is decoded strictly and validated as pkg/apis/apiserver/validation does (its paths
 and words: a webhook's fields read `authorizers[i].timeout`, as upstream's do), defaulted as v1
@@ -257,17 +256,14 @@ class ConfiguredAuthorizer:
         #: whether a decision may wait on a webhook's round trip (callers that cannot await go to a worker)
         self.asks_webhooks = any(kind == "Webhook" for kind, _, _ in self.chain)
 
-    def _static(self, kind: str, impl, user_name: str, groups, a: Attributes, narrowed: bool) -> tuple[str, str, str]:
+    def _static(self, kind: str, impl, user_name: str, groups, a: Attributes) -> tuple[str, str, str]:
         if kind == "AlwaysAllow":
             return ALLOW, "", ""
         if kind == "AlwaysDeny":  # (upstream's has no opinion: a later authorizer may still allow)
             return NO_OPINION, "Everything is forbidden.", ""
-        if kind == "Node":
-            d = impl.authorize(user_name, groups, a)
-            return NO_OPINION, d.reason if d is not None and not d.allowed else "", ""
-        if narrowed:  # the Node authorizer refused: RBAC's system:node binding (this server's) grants nothing
-            return NO_OPINION, "", ""
         d = impl.authorize(user_name, groups, a)
+        if d is None:  # the Node authorizer: not a node's request, or no reason to give
+            return NO_OPINION, "", ""
         return (ALLOW if d.allowed else NO_OPINION), d.reason, ""
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
@@ -276,7 +272,7 @@ class ConfiguredAuthorizer:
         union = _Union(self.metrics)
         for kind, name, impl in self.chain:
             answer = impl.decide(review_spec(user_name, groups, a)) if kind == "Webhook" else \
-                self._static(kind, impl, user_name, groups, a, union.narrowed)
+                self._static(kind, impl, user_name, groups, a)
             if (decided := union.add(kind, name, answer)) is not None:
                 return decided
         return union.none()
@@ -287,7 +283,7 @@ class ConfiguredAuthorizer:
         union = _Union(self.metrics)
         for kind, name, impl in self.chain:
             answer = await impl.decide_async(review_spec(user.name, user.groups, a, user.uid, user.extra)) \
-                if kind == "Webhook" else self._static(kind, impl, user.name, user.groups, a, union.narrowed)
+                if kind == "Webhook" else self._static(kind, impl, user.name, user.groups, a)
             if (decided := union.add(kind, name, answer)) is not None:
                 return decided
         return union.none()
@@ -296,15 +292,14 @@ class ConfiguredAuthorizer:
 class _Union:
     """Upstream's union of authorizers, asked in order: the first to allow or deny decides, with its
     reason and error; none deciding is no opinion, with every reason (one a line) and every error
-    (aggregated). `narrowed`: the Node authorizer refused the request."""
+    (aggregated)."""
 
-    __slots__ = ("metrics", "reasons", "errors", "narrowed")
+    __slots__ = ("metrics", "reasons", "errors")
 
     def __init__(self, metrics: AuthorizationMetrics) -> None:
         self.metrics = metrics
         self.reasons: list[str] = []
         self.errors: list[str] = []
-        self.narrowed = False
 
     def add(self, kind: str, name: str, answer: tuple[str, str, str]) -> Decision | None:
         verdict, reason, error = answer
@@ -313,7 +308,6 @@ class _Union:
             return Decision(verdict == ALLOW, reason, verdict == DENY, error)
         if reason:
             self.reasons.append(reason)
-            self.narrowed = self.narrowed or kind == "Node"
         if error:
             self.errors.append(error)
         return None

@@ -1,12 +1,14 @@
 """The Node authorizer: a node's own credentials (user `system:node:<name>`
-in group `system:nodes`) reach only what its pods need.
+in group `system:nodes`) reach what its pods need.
 
-It only narrows: for node users on the resources it governs it refuses what
-is unrelated to the node and otherwise leaves the answer to RBAC, whose
-`system:node` role grants what a kubelet does (reads of nodes and services,
-writes of its Node and Lease, events...). Other members of `system:nodes` (the in-process node
-agents act as one such user) are left to RBAC, as before this authorizer.
-Reads go to the API server's watch cache; the pod scan per request is
+As upstream's, it holds the `system:node` role's rules itself (the default
+`system:node` binding names nobody): it allows a node what those rules grant,
+after checking the objects it governs by their relation to the node (the
+secrets, configmaps, claims and volumes of its pods, its own Node and Lease...).
+What it does not allow it has no opinion on, so RBAC is asked next and grants
+a node what an admin bound it. Other members of `system:nodes` (the in-process
+node agents act as one such user, bound by `nanokube:node-agents`) are left to
+RBAC. Reads go to the API server's watch cache; the pod scan per request is
 affordable because only node credentials pay for it.
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterable
 from ...machinery.errors import APIError
 from ...machinery.selectors import field_requirements
 from .authorizer import Attributes, Decision
+from .rbac import NODE_RULES, rule_allows
 
 NODE_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
@@ -25,6 +28,7 @@ NO_RELATION = "no relationship found between node '{node}' and this object"
 #: why a node's rules cannot all be listed (SelfSubjectRulesReview): the Node authorizer's come from its graph
 NOT_LISTED = "node authorizer does not support user rule resolution"
 _WRITES = ("update", "patch", "delete")
+_ALLOWED = Decision(True)
 
 
 def node_of(user_name: str, groups: Iterable[str]) -> str:
@@ -68,7 +72,8 @@ def referenced(pod: dict, kind: str) -> set[str]:
 
 
 class NodeAuthorizer:
-    """`authorize` returns a refusal, or None to leave the request to the next authorizer."""
+    """`authorize` allows, refuses with why, or returns None (no opinion, no reason): a refusal is
+    no opinion too, upstream's NoOpinion, which leaves the request to the next authorizer."""
 
     def __init__(self, get: Callable[[str, str, str, str], dict | None],
                  pods: Callable[[str | None], Iterable[dict]]):
@@ -82,7 +87,9 @@ class NodeAuthorizer:
         if not node or not a.resource_request:
             return None
         rule = _RULES.get((a.group, a.resource))
-        return rule(self, node, a) if rule else None
+        if rule is not None and (refused := rule(self, node, a)) is not None:
+            return refused
+        return _ALLOWED if any(rule_allows(r, a) for r in NODE_RULES) else None
 
     @staticmethod
     def _deny(node: str, reason: str = "") -> Decision:
@@ -232,7 +239,7 @@ def cache_reader(index, cache) -> tuple[Callable[[str, str, str, str], dict | No
 
 
 class ChainAuthorizer:
-    """A node's request is refused by the Node authorizer or decided by RBAC."""
+    """The Node authorizer, then RBAC for what it did not allow (its reason kept for the refusal)."""
 
     def __init__(self, node: NodeAuthorizer, rbac) -> None:
         self.node = node
@@ -240,9 +247,12 @@ class ChainAuthorizer:
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
         decided = self.node.authorize(user_name, groups, a)
-        if decided is not None and not decided.allowed:
+        if decided is not None and decided.allowed:
             return decided
-        return self.rbac.authorize(user_name, groups, a)
+        answer = self.rbac.authorize(user_name, groups, a)
+        if answer.allowed or decided is None:
+            return answer
+        return Decision(False, "\n".join(r for r in (decided.reason, answer.reason) if r))
 
     @staticmethod
     def unlisted(user_name: str, groups: tuple[str, ...], rbac: list[str]) -> tuple[bool, list[str]]:

@@ -188,8 +188,8 @@ def _cluster_role(name: str, rules: list[dict], labels: dict | None = None, aggr
 
 def _binding(name: str, role: str, *subjects: tuple[str, str]) -> dict:
     return {"metadata": {"name": name, "labels": dict(_BOOTSTRAP_LABELS), "annotations": dict(_AUTOUPDATE)},
-            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
-            "subjects": [_subject(k, n) for k, n in subjects]}
+            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role}} | \
+        ({"subjects": [_subject(k, n) for k, n in subjects]} if subjects else {})
 
 
 def _subject(kind: str, name: str) -> dict:
@@ -255,7 +255,8 @@ _ADMIN = [
     _rule(["create"], ["authorization.k8s.io"], ["localsubjectaccessreviews"]),
     _rule(_RW + _RO, [GROUP], ["rolebindings", "roles"]),
 ]
-_NODE = [
+#: the system:node role's rules (bootstrappolicy's NodeRules), which the Node authorizer grants a node
+NODE_RULES = [
     _rule(_RO, [""], ["nodes", "pods", "services", "endpoints", "configmaps", "secrets", "persistentvolumeclaims",
                       "persistentvolumes", "serviceaccounts"]),
     _rule(["create", "update", "patch", "delete"], [""], ["nodes", "nodes/status", "pods", "pods/status"]),
@@ -407,7 +408,7 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
             _rule(["create"], ["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
             _rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"]),
         ]),
-        _cluster_role("system:node", _NODE),
+        _cluster_role("system:node", NODE_RULES),
         # full access to the kubelet API (nodes/proxy and the kubelet's fine-grained subresources), bound by
         # nobody by default: what the API server's kubelet client or a node debugger is given
         _cluster_role("system:kubelet-api-admin", [
@@ -445,7 +446,10 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _binding("system:monitoring", "system:monitoring", ("Group", "system:monitoring")),
         _binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery",
                  ("Group", "system:serviceaccounts")),
-        _binding("system:node", "system:node", ("Group", "system:nodes")),
+        # nobody: the Node authorizer grants a node the role's rules, checked against what its pods use
+        _binding("system:node", "system:node"),
+        # the in-process node agents, which speak for every node as one user (nanokube/node/manager.py)
+        _binding("nanokube:node-agents", "system:node", ("User", "system:node-agents")),
         _binding("system:node-proxier", "system:node-proxier", ("User", "system:kube-proxy")),
         _binding("system:kube-controller-manager", "system:kube-controller-manager",
                  ("User", "system:kube-controller-manager")),
@@ -514,15 +518,24 @@ def _subject_key(subject: dict) -> tuple[str, str, str]:
     return subject.get("kind", ""), subject.get("namespace", ""), subject.get("name", "")
 
 
+#: subjects an earlier nanokube's default binding named and reconcile takes out: system:node named the
+#: whole system:nodes group, which would grant every node what the Node authorizer refused it
+_RETIRED_SUBJECTS = {"system:node": {("Group", "", "system:nodes")}}
+
+
 def reconcile_binding(existing: dict, wanted: dict) -> tuple[dict | None, bool]:
     """(the binding to write over `existing` or None, whether it must be deleted and created
     again) as upstream's computeReconciledRoleBinding: autoupdate "false" keeps it; else the
-    labels, annotations and subjects it lacks are added, and a different roleRef, which is
-    immutable, is set by recreating it."""
+    labels, annotations and subjects it lacks are added (and a retired default subject taken
+    out), and a different roleRef, which is immutable, is set by recreating it."""
     if ((existing["metadata"].get("annotations") or {}).get(AUTOUPDATE_KEY)) == "false":
         return None, False
     out = {**existing, "metadata": _merged_metadata(existing, wanted)}
     have = existing.get("subjects") or []
+    retired = _RETIRED_SUBJECTS.get(existing["metadata"]["name"], ())
+    if any(_subject_key(s) in retired for s in have):
+        have = [s for s in have if _subject_key(s) not in retired]
+        out = {k: v for k, v in out.items() if k != "subjects"} | ({"subjects": have} if have else {})
     keys = {_subject_key(s) for s in have}
     missing = [s for s in wanted.get("subjects") or [] if _subject_key(s) not in keys]
     if missing:

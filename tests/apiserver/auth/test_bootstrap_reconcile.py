@@ -97,3 +97,22 @@ async def test_a_restart_restores_default_rules_and_subjects_and_keeps_the_users
         assert dns["roleRef"]["name"] == "system:kube-dns"
         assert dns["subjects"] == [ADMIN, {"kind": "ServiceAccount", "name": "kube-dns", "namespace": "kube-system"}]
         assert dns["metadata"]["labels"] == {"kubernetes.io/bootstrapping": "rbac-defaults"}
+
+
+async def test_a_restart_takes_the_system_nodes_group_out_of_an_earlier_system_node_binding(server):
+    """An earlier nanokube's system:node binding named the whole system:nodes group, which would grant
+    every node what the Node authorizer refuses it: reconcile takes that subject out, keeps the user's."""
+    group = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+    async with server as s:
+        binding = await s.call("GET", f"{RBAC}/clusterrolebindings/system:node")
+        assert "subjects" not in binding
+        binding["subjects"] = [group, ADMIN]
+        await s.call("PUT", f"{RBAC}/clusterrolebindings/system:node", binding)
+    async with server as s:
+        assert (await s.call("GET", f"{RBAC}/clusterrolebindings/system:node"))["subjects"] == [ADMIN]
+        frozen = await s.call("GET", f"{RBAC}/clusterrolebindings/system:node")
+        frozen["subjects"] = [group]
+        frozen["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] = "false"
+        frozen = await s.call("PUT", f"{RBAC}/clusterrolebindings/system:node", frozen)
+    async with server as s:
+        assert await s.call("GET", f"{RBAC}/clusterrolebindings/system:node") == frozen  # the admin's to keep

@@ -38,9 +38,16 @@ class AllowAll:
         return Decision(True, "rbac")
 
 
-def decide(user, method, path, **query):
+class AllowNone:
+    """RBAC binding a node nothing (the default system:node binding names nobody)."""
+
+    def authorize(self, user_name, groups, a):
+        return Decision(False)
+
+
+def decide(user, method, path, rbac=AllowNone(), **query):
     chain = ChainAuthorizer(NodeAuthorizer(get, lambda ns: [p for p in PODS if ns in (None, p["metadata"]["namespace"])]),
-                            AllowAll())
+                            rbac)
     return chain.authorize(user.name, user.groups, attributes_for(method, path, query))
 
 
@@ -80,10 +87,19 @@ def test_node_identity_needs_the_group():
     ("GET", "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/req-a", {}, False),
     ("PUT", "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/req-a/status", {}, False),
     ("GET", "/api/v1/nodes", {}, True),
+    ("DELETE", "/api/v1/namespaces/default/services/web", {}, False),  # beyond the system:node role's rules
 ])
 def test_node_confined_to_its_pods(method, path, query, allowed):
     assert decide(NODE, method, path, **query).allowed is allowed
-    assert decide(AGENTS, method, path, **query).allowed, "non-node members of system:nodes are left to RBAC"
+    assert not decide(AGENTS, method, path, **query).allowed, "non-node members of system:nodes are left to RBAC"
+    assert decide(AGENTS, method, path, AllowAll(), **query).allowed
+
+
+def test_rbac_grants_a_node_what_the_node_authorizer_does_not():
+    """The Node authorizer's refusal is no opinion: what an admin bound the node still applies."""
+    refused = decide(NODE, "GET", "/api/v1/namespaces/default/secrets/db-pass")
+    assert not refused.allowed and refused.reason == "no relationship found between node 'gpu-0' and this object"
+    assert decide(NODE, "GET", "/api/v1/namespaces/default/secrets/db-pass", AllowAll()).reason == "rbac"
 
 
 def test_refusal_reasons():
@@ -184,7 +200,7 @@ def test_node_reads_the_volumes_of_its_pods_claims():
     objects = {("", "persistentvolumeclaims", "ml", "data"): {"spec": {"volumeName": "pv-data"}},
                ("", "persistentvolumeclaims", "ml", "train-tmp"): {"spec": {"volumeName": "pv-tmp"}}}
     node = NodeAuthorizer(lambda g, p, ns, n: objects.get((g, p, ns, n)), lambda ns: pods)
-    chain = ChainAuthorizer(node, AllowAll())
+    chain = ChainAuthorizer(node, AllowNone())
 
     def allowed(path):
         return chain.authorize(NODE.name, NODE.groups, attributes_for("GET", path, {})).allowed

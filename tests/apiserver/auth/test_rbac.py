@@ -116,7 +116,9 @@ def test_default_policy():
     assert allowed(authz, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", groups=auth)
     assert not allowed(authz, "GET", "/api/v1/namespaces/default/pods", groups=auth)
     assert allowed(authz, "GET", "/healthz", groups=("system:unauthenticated",))
-    assert allowed(authz, "PUT", "/api/v1/nodes/n1/status", user="system:node:n1", groups=("system:nodes",))
+    # system:node binds nobody (the Node authorizer grants a node its rules); the in-process agents are bound
+    assert not allowed(authz, "PUT", "/api/v1/nodes/n1/status", user="system:node:n1", groups=("system:nodes",))
+    assert allowed(authz, "PUT", "/api/v1/nodes/n1/status", user="system:node-agents", groups=("system:nodes",))
     assert allowed(authz, "GET", "/apis/certificates.k8s.io/v1/clustertrustbundles", user="system:serviceaccount:a:b",
                    groups=("system:serviceaccounts",))
     signer = "system:serviceaccount:kube-system:pod-identity-signer"

@@ -44,7 +44,9 @@ async def test_a_nodes_rules_review_is_incomplete_as_the_node_authorizer_cannot_
         node = await rules_review(as_user(api, "system:node:n1", NODE_GROUPS))
         assert node.incomplete is True
         assert node.evaluation_error == "node authorizer does not support user rule resolution"
-        assert any("nodes" in (r.resources or ()) for r in node.resource_rules)  # RBAC's are listed all the same
+        # RBAC's are listed all the same: the default ones of system:authenticated, none of system:node's
+        assert any("selfsubjectaccessreviews" in (r.resources or ()) for r in node.resource_rules)
+        assert not any("nodes" in (r.resources or ()) for r in node.resource_rules)
         # a member of system:nodes that is not a node identity, and anyone else, get complete rules
         for name, group in (("system:node-agents", NODE_GROUPS), ("alice", "devs")):
             status = await rules_review(as_user(api, name, group))
