@@ -139,11 +139,17 @@ class EncryptedStore(Store):
 
     async def _asked(self, kvs: list[KV]) -> None:
         """The seeds these values need that a KMS plugin has yet to decrypt, asked in a worker thread:
-        the read that follows finds them (or the plugin's error) and does not hold the loop."""
+        the read that follows finds them (or the plugin's error) and does not hold the loop. Each seed
+        is asked once a read, so a list of many values under a seed the plugin refuses or holds waits
+        one call's timeout, not one a value."""
+        asked: set[tuple[int, bytes, str]] = set()
         for kv in kvs:
             t = self._transformer(kv.key)
             if t is not None and t is not IDENTITY and t.plugins and (todo := t.unread(kv.value)) is not None:
-                await asyncio.to_thread(todo[0].learn, todo[1])
+                plugin, obj = todo
+                if (seed := (id(plugin), obj.encryptedDEKSource, obj.keyID)) not in asked:
+                    asked.add(seed)
+                    await asyncio.to_thread(plugin.learn, obj)
 
     async def _ready(self, key: str) -> None:
         t = self._transformer(key)
