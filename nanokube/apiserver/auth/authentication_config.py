@@ -21,7 +21,6 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
 from ...machinery import configfile
