@@ -8,8 +8,9 @@ request is its bytes, written once, and its answer is parsed by httptools (llhtt
 other streams stay on aiohttp.
 
 Failures are aiohttp's exceptions (`ConnectError`, a ClientOSError, where no connection opens) or
-TimeoutError on connecting, which every caller already expects. An answer must be framed (Content-Length or chunked, as the API server frames
-every answer): one that ends with its connection is refused as cut short.
+TimeoutError on connecting, which every caller already expects. An answer must be framed
+(Content-Length or chunked, as the API server frames every answer): one that ends with its
+connection is refused as cut short.
 """
 
 from __future__ import annotations
