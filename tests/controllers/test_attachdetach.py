@@ -212,31 +212,27 @@ async def test_a_volume_deleted_while_attached_stays_until_it_is_detached(env):
     protection = PVProtectionController(client, clock)
     await protection.start()
     try:
-        await deleted_while_attached(client, clock, root)
+        path = root / "volumes" / "held"
+        path.mkdir(parents=True)
+        await claimed_pod(client, "user", "gpu-0", {"driver": CSI_DRIVER, "volumeHandle": "held",
+                                                    "volumeAttributes": {"path": str(path)}})
+        pods, pvs = client.resource("", "v1", "pods"), client.resource("", "v1", "persistentvolumes")
+        await ticking(clock, phase_is(pods, "user", "Running"))
+        ours = "external-attacher/local-csi-nanokube-io"
+        assert (await pvs.get("pv-user"))["metadata"]["finalizers"] == ["kubernetes.io/pv-protection", ours]
+        await pvs.delete("pv-user")
+        await clock.advance(30)
+        pv = await pvs.get("pv-user")
+        assert pv["metadata"]["deletionTimestamp"] and pv["metadata"]["finalizers"] == [ours]
+        assert (await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")))["status"]["attached"]
+        await pods.delete("user", "default", grace_period_seconds=0)
+
+        async def volume_gone():
+            try:
+                await pvs.get("pv-user")
+            except APIError as e:
+                return e.code == 404
+        assert await ticking(clock, volume_gone)
+        assert await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")) is None
     finally:
         await protection.stop()
-
-
-async def deleted_while_attached(client, clock, root) -> None:
-    path = root / "volumes" / "held"
-    path.mkdir(parents=True)
-    await claimed_pod(client, "user", "gpu-0", {"driver": CSI_DRIVER, "volumeHandle": "held",
-                                                "volumeAttributes": {"path": str(path)}})
-    pods, pvs = client.resource("", "v1", "pods"), client.resource("", "v1", "persistentvolumes")
-    await ticking(clock, phase_is(pods, "user", "Running"))
-    ours = "external-attacher/local-csi-nanokube-io"
-    assert (await pvs.get("pv-user"))["metadata"]["finalizers"] == ["kubernetes.io/pv-protection", ours]
-    await pvs.delete("pv-user")
-    await clock.advance(30)
-    pv = await pvs.get("pv-user")
-    assert pv["metadata"]["deletionTimestamp"] and pv["metadata"]["finalizers"] == [ours]
-    assert (await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")))["status"]["attached"]
-    await pods.delete("user", "default", grace_period_seconds=0)
-
-    async def volume_gone():
-        try:
-            await pvs.get("pv-user")
-        except APIError as e:
-            return e.code == 404
-    assert await ticking(clock, volume_gone)
-    assert await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")) is None
