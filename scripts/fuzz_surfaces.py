@@ -1221,6 +1221,18 @@ def _jwt(rng: random.Random, issuer, other) -> str:
     return token
 
 
+def _tally(family: str, server, p: Probe, totals: dict) -> None:
+    """A family run on its own `up`: the tracebacks in its log count as broken, its counts are printed
+    and added to `totals`."""
+    for tb in tracebacks(server.log_path.read_text(errors="replace")):
+        print(f"BROKEN {family}: a traceback in up's log:\n{tb}", flush=True)
+        p.broken += 1
+    print(f"{family}: {p.requests} requests, {p.broken} broken, codes {dict(sorted(p.codes.items()))}, "
+          f"slowest {p.slowest[0]:.2f} s ({p.slowest[1][:100]})", flush=True)
+    totals["requests"] = totals.get("requests", 0) + p.requests
+    totals["broken"] = totals.get("broken", 0) + p.broken
+
+
 def _config_variant(rng: random.Random, good: list[str], kind: str) -> str:
     """A file for a reload: one of the good ones, or a broken, huge or cut one."""
     head = f"apiVersion: apiserver.config.k8s.io/v1\nkind: {kind}\n"
@@ -1360,14 +1372,7 @@ authorizers:
         webhook.close()
         for i in issuers:
             i.close()
-        log = server.log_path.read_text(errors="replace")
-        for tb in tracebacks(log):
-            print(f"BROKEN auth: a traceback in up's log:\n{tb}", flush=True)
-            p.broken += 1
-        print(f"auth: {p.requests} requests, {p.broken} broken, codes {dict(sorted(p.codes.items()))}, "
-              f"slowest {p.slowest[0]:.2f} s ({p.slowest[1][:100]})", flush=True)
-        totals["requests"] = totals.get("requests", 0) + p.requests
-        totals["broken"] = totals.get("broken", 0) + p.broken
+        _tally("auth", server, p, totals)
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -1893,14 +1898,7 @@ def family_encryption(args, rng: random.Random, until: float, totals: dict) -> N
         print("encryption:", *re.findall(rb"apiserver_encryption_config_controller_automatic_reloads_total\{.*", metrics))
     finally:
         server.stop()
-        log = server.log_path.read_text(errors="replace")
-        for tb in tracebacks(log):
-            print(f"BROKEN encryption: a traceback in up's log:\n{tb}", flush=True)
-            p.broken += 1
-        print(f"encryption: {p.requests} requests, {p.broken} broken, codes {dict(sorted(p.codes.items()))}, "
-              f"slowest {p.slowest[0]:.2f} s ({p.slowest[1][:100]})", flush=True)
-        totals["requests"] = totals.get("requests", 0) + p.requests
-        totals["broken"] = totals.get("broken", 0) + p.broken
+        _tally("encryption", server, p, totals)
         shutil.rmtree(d, ignore_errors=True)
 
 
