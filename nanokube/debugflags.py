@@ -47,12 +47,15 @@ async def _verbosity(request: web.Request) -> web.Response:
     if request.method != "PUT":
         return _plain(406, "unsupported http method")
     value = (await request.read()).decode(errors="replace")
-    why = "" if re.fullmatch(r"[+-]?[0-9]+", value) else "invalid syntax"
-    if not why and not -2 ** 31 <= int(value) < 2 ** 31:
+    digits = re.fullmatch(r"([+-]?)0*([0-9]+)", value)
+    why = "" if digits else "invalid syntax"
+    # (the digits' count first: int() refuses over 4300 of them, ParseInt's leading zeros among them)
+    level = int(digits[1] + digits[2]) if digits and len(digits[2]) <= 10 else None
+    if not why and (level is None or not -2 ** 31 <= level < 2 ** 31):
         why = "value out of range"
-    if why:
+    if why or level is None:
         return _plain(400, f"failed set klog.logging.verbosity {value}: strconv.ParseInt: parsing {quote(value)}: {why}")
-    logs.set_verbosity(int(value))
+    logs.set_verbosity(level)
     return _plain(200, f"successfully set klog.logging.verbosity to {value}")
 
 

@@ -103,6 +103,10 @@ async def test_debug_flags_v_sets_the_log_verbosity():
                 'failed set klog.logging.verbosity 4\n: strconv.ParseInt: parsing "4\\n": invalid syntax\n'
             got = await http.put("/debug/flags/v", data=b"99999999999")
             assert got.status == 400 and (await got.text()).endswith(': value out of range\n')
+            got = await http.put("/debug/flags/v", data=b"9" * 5000)  # (more digits than int() takes)
+            assert got.status == 400 and (await got.text()).endswith(': value out of range\n')
+            got = await http.put("/debug/flags/v", data=b"0" * 5000 + b"2")  # ParseInt's leading zeros
+            assert got.status == 200 and root.isEnabledFor(15) and not root.isEnabledFor(logging.DEBUG)
             got = await http.get("/debug/flags/v")
             assert got.status == 406 and await got.text() == "unsupported http method\n"
             index = await http.get("/debug/flags")
