@@ -33,19 +33,23 @@ def error(tmp_path, resources: list, **doc) -> str:
 
 
 def test_a_file_that_is_missing_or_empty(tmp_path):
-    with pytest.raises(ConfigError, match=r'^error while parsing file: error opening encryption provider configuration '
-                                          r'file ".*/nope.yaml": open .*/nope.yaml: no such file or directory$'):
+    with pytest.raises(ConfigError, match=r'^error while parsing file: error while loading file: error reading '
+                                          r'encryption provider configuration file ".*/nope.yaml": open .*/nope.yaml: '
+                                          r'no such file or directory$'):
         config.load(str(tmp_path / "nope.yaml"))
     (tmp_path / "empty.yaml").write_text("")
-    with pytest.raises(ConfigError, match=r'encryption provider configuration file ".*/empty.yaml" is empty$'):
+    with pytest.raises(ConfigError, match=r'^error while parsing file: error while loading file: encryption provider '
+                                          r'configuration file ".*/empty.yaml" is empty$'):
         config.load(str(tmp_path / "empty.yaml"))
 
 
 def test_the_kind_and_version_are_those_of_the_api(tmp_path):
-    assert error(tmp_path, [], apiVersion="apiserver.config.k8s.io/v2") == (
-        'error while parsing file: no kind "EncryptionConfiguration" is registered for version '
-        '"apiserver.config.k8s.io/v2" in scheme "pkg/runtime/scheme.go:100"')
-    assert error(tmp_path, [], kind="").startswith("error while parsing file: Object 'Kind' is missing in '{")
+    """What the decoder refuses names the file (loadConfig's wrapper); what validation refuses does not."""
+    decoding = f'error while parsing file: error decoding encryption provider configuration file "{tmp_path}/enc.yaml": '
+    assert error(tmp_path, [], apiVersion="apiserver.config.k8s.io/v2") == decoding + (
+        'no kind "EncryptionConfiguration" is registered for version "apiserver.config.k8s.io/v2" in scheme '
+        '"pkg/runtime/scheme.go:100"')
+    assert error(tmp_path, [], kind="").startswith(decoding + "Object 'Kind' is missing in '{")
 
 
 def test_resources_and_providers_are_required(tmp_path):
@@ -124,7 +128,7 @@ def test_kms_fields(tmp_path):
 def test_kms_v1_is_refused_as_its_gate_is_off(tmp_path):
     """KMSv1 is deprecated and off by default: a configuration naming it (apiVersion defaults to v1) does not load."""
     assert error(tmp_path, [{"resources": ["secrets"], "providers": [{"kms": {"name": "old", "endpoint": "unix:///s"}}]}]) \
-        == config.KMSV1_DISABLED
+        == "error while building transformers: " + config.KMSV1_DISABLED
 
 
 def test_each_resource_gets_its_own_then_its_groups_then_every_resources_transformer(tmp_path):
@@ -152,5 +156,5 @@ def test_a_json_file_repeating_a_key_is_refused_with_its_path(tmp_path):
                                        '"providers": [{"identity": {}}]}]}')
     with pytest.raises(ConfigError) as e:
         config.load(str(tmp_path / "enc.json"))
-    assert str(e.value) == ('error while parsing file: strict decoding error: duplicate field '
-                            '"resources[0].resources"')
+    assert str(e.value) == (f'error while parsing file: error decoding encryption provider configuration file '
+                            f'"{tmp_path}/enc.json": strict decoding error: duplicate field "resources[0].resources"')

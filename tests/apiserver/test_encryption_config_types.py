@@ -38,10 +38,10 @@ def test_up_stops_on_a_value_of_the_wrong_type_without_a_traceback(tmp_path, cap
 
 @pytest.mark.parametrize("config, said", [
     (HEAD + ONE % "identity: {}" + "kind: EncryptionConfiguration\n",
-     'error while parsing file: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n'
+     'strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n'
      '  line 6: key "kind" already set in map'),
     (HEAD + ONE % "aescbc: {keys: [{name: k, secret: c2VjcmV0IGlzIHNlY3VyZQ==, name: j}]}, {identiy: {}}",
-     'error while parsing file: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n'
+     'strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n'
      '  line 5: key "name" already set in map, unknown field "resources[0].providers[1].identiy"'),
 ])
 def test_up_stops_on_a_repeated_key_or_an_unknown_field_as_the_strict_decoder_words_it(tmp_path, capsys, config, said):
@@ -50,4 +50,6 @@ def test_up_stops_on_a_repeated_key_or_an_unknown_field_as_the_strict_decoder_wo
     path.write_text(config)
     assert main(["up", "--data-dir", str(tmp_path / "d"), "--encryption-provider-config", str(path)]) != 0
     err = capsys.readouterr().err
-    assert err.startswith("nanokube: --encryption-provider-config: ") and err.endswith(f"{said}\n"), err
+    head = f'nanokube: --encryption-provider-config: error while parsing file: error decoding encryption provider ' \
+           f'configuration file "{path}": '
+    assert err == f"{head}{said}\n", err

@@ -171,5 +171,5 @@ def test_a_kms_v1_provider_is_refused_with_its_gate_off_and_on(tmp_path, gates, 
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path / "data"), "--port", "0",
                         "--encryption-provider-config", str(config), *gates], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert r.stderr.splitlines()[-1] == f"nanokube: --encryption-provider-config: {answer}"
+    assert r.stderr.splitlines()[-1] == f"nanokube: --encryption-provider-config: error while building transformers: {answer}"
     assert ("nanokube does not implement these features: KMSv1" in r.stderr) == bool(gates)

@@ -73,27 +73,62 @@ class Resources:
 
 
 def load(path: str, reload: bool = False, observe: Callable | None = None, kms_factory: Callable | None = None) -> Resources:
-    """The file at `path` loaded; ConfigError where it does not. `reload`: the file may be read
-    again (--encryption-provider-config-automatic-reload), under which every KMS provider name must
-    be unique. `observe`: the transformation metrics' recorder. `kms_factory(name, endpoint,
-    timeout)` makes a KMS v2 envelope (kmsv2.Envelope's by default)."""
+    """The file at `path` loaded; ConfigError where it does not, in LoadEncryptionConfig's words:
+    what went wrong under `error while parsing file: ` (reading it: `error while loading file: `,
+    decoding it: `error decoding encryption provider configuration file "<path>": `) or
+    `error while building transformers: `. `reload`: the file may be read again
+    (--encryption-provider-config-automatic-reload), under which every KMS provider name must be
+    unique. `observe`: the transformation metrics' recorder. `kms_factory(name, endpoint, timeout)`
+    makes a KMS v2 envelope (kmsv2.Envelope's by default)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise ConfigError(f"error while parsing file: error opening encryption provider configuration file "
-                          f"{gofmt.quote(path)}: open {path}: {(e.strerror or str(e)).lower()}") from None
+        raise ConfigError(f"error while parsing file: error while loading file: error reading encryption provider "
+                          f"configuration file {gofmt.quote(path)}: open {path}: {(e.strerror or str(e)).lower()}") from None
     if not data:
-        raise ConfigError(f"error while parsing file: encryption provider configuration file {gofmt.quote(path)} is empty")
+        raise ConfigError(f"error while parsing file: error while loading file: encryption provider configuration file "
+                          f"{gofmt.quote(path)} is empty")
+    return from_data(data, path, reload, observe, kms_factory)
+
+
+def from_data(data: bytes, path: str, reload: bool = False, observe: Callable | None = None,
+              kms_factory: Callable | None = None) -> Resources:
+    """The transformers of the file at `path` whose bytes are `data` (`load`'s errors)."""
     try:
-        config = parse(data, reload)
+        config = parse(data, path, reload)
     except ConfigError as e:
         raise ConfigError(f"error while parsing file: {e}") from None
-    return build(config, hashlib.sha256(data).hexdigest(), observe, kms_factory)
+    try:
+        return build(config, hashlib.sha256(data).hexdigest(), observe, kms_factory)
+    except ConfigError as e:
+        raise ConfigError(f"error while building transformers: {e}") from None
 
 
-def parse(data: bytes, reload: bool = False) -> dict:
-    """The configuration, decoded, defaulted and validated (ConfigError otherwise)."""
+def parse(data: bytes, path: str, reload: bool = False) -> dict:
+    """The configuration of the file at `path`, decoded, defaulted and validated (ConfigError
+    otherwise; what the decoder refuses names the file)."""
+    try:
+        doc = decode(data)
+    except ConfigError as e:
+        raise ConfigError(f"error decoding encryption provider configuration file {gofmt.quote(path)}: {e}") from None
+    resources = doc.get("resources") or []
+    for rc in resources:
+        for p in (rc or {}).get("providers") or []:
+            kms = (p or {}).get("kms")
+            if isinstance(kms, dict):
+                kms.setdefault("apiVersion", "v1")
+                kms.setdefault("timeout", "3s")
+                if kms["apiVersion"] == "v1":
+                    kms.setdefault("cachesize", _KMS_V1_CACHE)
+    errs = validate(doc, reload)
+    if errs:
+        raise ConfigError(aggregate(errs))
+    return doc
+
+
+def decode(data: bytes) -> dict:
+    """The document as the strict codec decodes it (ConfigError in its words otherwise)."""
     try:
         doc = serializer.loads_config_yaml(data)
     except ValueError as e:
@@ -111,18 +146,6 @@ def parse(data: bytes, reload: bool = False) -> dict:
     strict = configfile.duplicates(data) + [f'unknown field "{p}"' for p in unknown_fields(doc, _SCHEMA)]
     if strict:  # (its codec is strict: a repeated key or a misspelled provider is refused, not dropped)
         raise ConfigError(configfile.strict_error(strict))
-    resources = doc.get("resources") or []
-    for rc in resources:
-        for p in (rc or {}).get("providers") or []:
-            kms = (p or {}).get("kms")
-            if isinstance(kms, dict):
-                kms.setdefault("apiVersion", "v1")
-                kms.setdefault("timeout", "3s")
-                if kms["apiVersion"] == "v1":
-                    kms.setdefault("cachesize", _KMS_V1_CACHE)
-    errs = validate(doc, reload)
-    if errs:
-        raise ConfigError(aggregate(errs))
     return doc
 
 

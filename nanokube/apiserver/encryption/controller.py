@@ -144,8 +144,7 @@ class Encryption(ReloadedConfig):
         data = text.encode("utf-8", "surrogateescape")
         if not data:
             raise ConfigError(f'encryption provider configuration file "{self.path}" is empty')
-        resources = encryption_config.build(encryption_config.parse(data, True), hashlib.sha256(data).hexdigest(),
-                                            self.metrics.transformation, self._kms)
+        resources = encryption_config.from_data(data, self.path, True, self.metrics.transformation, self._kms)
         for k in resources.kms:
             if why := k.check():
                 resources.close()
