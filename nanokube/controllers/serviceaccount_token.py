@@ -16,7 +16,7 @@ import base64
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
-from ..pki.jwt import LEGACY_ISSUER, sign_es256
+from ..pki.jwt import LEGACY_ISSUER, sign
 from .base import Controller
 
 TOKEN_TYPE = "kubernetes.io/service-account-token"
@@ -108,7 +108,7 @@ class TokensController(Controller):
         if not data.get("namespace"):
             data["namespace"] = _b64(md["namespace"].encode())
         if not data.get("token"):
-            data["token"] = _b64(sign_es256(self.key, legacy_claims(sa, live)).encode())
+            data["token"] = _b64(sign(self.key, legacy_claims(sa, live)).encode())
         live_md = live["metadata"]
         await self.secrets_api.update({**live, "data": data, "metadata": {**live_md, "annotations": {
             **(live_md.get("annotations") or {}), NAME_ANNOTATION: sa["metadata"]["name"],

@@ -1,6 +1,7 @@
-"""ES256 JSON Web Tokens signed with the service-account key (DIR/pki/sa.key): the API server's
-bound tokens and the token controller's legacy Secret tokens are both signed here, so both verify
-with the one key the API server publishes."""
+"""JSON Web Tokens signed with the service-account key (DIR/pki/sa.key, or kube-apiserver's
+--service-account-signing-key-file): the API server's bound tokens and the token controller's
+legacy Secret tokens are both signed here, so both verify with the keys the API server publishes.
+An ECDSA key signs ES256/384/512 by its curve, an RSA key RS256, as upstream's signers pick."""
 
 from __future__ import annotations
 
@@ -8,32 +9,97 @@ import base64
 import hashlib
 
 import orjson
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 #: the issuer of the tokens the token controller writes into kubernetes.io/service-account-token Secrets
 LEGACY_ISSUER = "kubernetes/serviceaccount"
+#: an ECDSA key's curve -> (its JWS algorithm, its digest, the bytes of r and of s)
+CURVES = {"secp256r1": ("ES256", hashes.SHA256, 32), "secp384r1": ("ES384", hashes.SHA384, 48),
+          "secp521r1": ("ES512", hashes.SHA512, 66)}
 
 
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def key_id(public: ec.EllipticCurvePublicKey) -> str:
+def key_id(public) -> str:
     """The kid tokens name their key by: the SHA-256 of its DER SubjectPublicKeyInfo."""
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return b64url(hashlib.sha256(der).digest())
 
 
-def sign_es256(key: ec.EllipticCurvePrivateKey, claims: dict) -> str:
-    """A compact JWT of `claims`, its header naming ES256 and the key's kid."""
-    signing_input = (b64url(orjson.dumps({"alg": "ES256", "kid": key_id(key.public_key())})) + "."
+def algorithm(public) -> str:
+    """The JWS algorithm a key of this kind signs with; ValueError for another kind or curve."""
+    if isinstance(public, rsa.RSAPublicKey):
+        return "RS256"
+    if isinstance(public, ec.EllipticCurvePublicKey) and public.curve.name in CURVES:
+        return CURVES[public.curve.name][0]
+    raise ValueError("the key must be an RSA key or an ECDSA key of P-256, P-384 or P-521")
+
+
+def sign(key, claims: dict) -> str:
+    """A compact JWT of `claims`, its header naming the key's algorithm and kid."""
+    public = key.public_key()
+    alg = algorithm(public)
+    signing_input = (b64url(orjson.dumps({"alg": alg, "kid": key_id(public)})) + "."
                      + b64url(orjson.dumps(claims))).encode()
-    r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-    return signing_input.decode() + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+    if alg == "RS256":
+        return signing_input.decode() + "." + b64url(key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256()))
+    _, digest, size = CURVES[public.curve.name]
+    r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(digest())))
+    return signing_input.decode() + "." + b64url(r.to_bytes(size, "big") + s.to_bytes(size, "big"))
 
 
-def load_key(path: str) -> ec.EllipticCurvePrivateKey:
+_HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
+
+
+def verify_signature(key, alg: str, signed: bytes, sig: bytes) -> bool:
+    """Whether `sig` is `key`'s JWS signature of `signed` by `alg` (RS*, PS* or ES*)."""
+    digest = _HASHES.get(alg[2:])
+    if digest is None:
+        return False
+    try:
+        if alg.startswith("RS") and isinstance(key, rsa.RSAPublicKey):
+            key.verify(sig, signed, padding.PKCS1v15(), digest())
+        elif alg.startswith("PS") and isinstance(key, rsa.RSAPublicKey):
+            key.verify(sig, signed, padding.PSS(padding.MGF1(digest()), digest.digest_size), digest())
+        elif alg.startswith("ES") and isinstance(key, ec.EllipticCurvePublicKey):
+            size = (key.curve.key_size + 7) // 8
+            if len(sig) != 2 * size:
+                return False
+            der = encode_dss_signature(int.from_bytes(sig[:size], "big"), int.from_bytes(sig[size:], "big"))
+            key.verify(der, signed, ec.ECDSA(digest()))
+        else:
+            return False
+    except InvalidSignature:
+        return False
+    return True
+
+
+def load_key(path: str):
+    """A PEM private key file's key (ValueError for a file without one)."""
     with open(path, "rb") as f:
         return serialization.load_pem_private_key(f.read(), None)
+
+
+def public_keys(pem: bytes) -> list:
+    """Every key of a PEM file as kube-apiserver's --service-account-key-file reads one: public keys,
+    certificates' keys and private keys' public halves, RSA or ECDSA; ValueError where it holds none."""
+    keys = []
+    for block in pem.split(b"-----BEGIN ")[1:]:
+        kind = block.split(b"-----", 1)[0]
+        text = b"-----BEGIN " + block.split(b"-----END ", 1)[0] + b"-----END " + kind + b"-----\n"
+        if kind == b"CERTIFICATE":
+            keys.append(x509.load_pem_x509_certificate(text).public_key())
+        elif kind.endswith(b"PRIVATE KEY"):
+            keys.append(serialization.load_pem_private_key(text, None).public_key())
+        elif kind.endswith(b"PUBLIC KEY"):
+            keys.append(serialization.load_pem_public_key(text))
+    keys = [k for k in keys if isinstance(k, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey))]
+    if not keys:
+        raise ValueError("data does not contain any valid RSA or ECDSA public keys")
+    return keys

@@ -21,7 +21,7 @@ from nanokube.apiserver.audit_file import LogOptions
 from nanokube.apiserver.audit_policy import load
 from nanokube.controllers.serviceaccount_token import legacy_claims
 from nanokube.pki.ca import ensure_front_proxy, ensure_pki
-from nanokube.pki.jwt import sign_es256
+from nanokube.pki.jwt import sign
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
 from tests.apiserver.test_audit_webhook import CREATES as POLICY
@@ -105,7 +105,7 @@ async def auto_generated_token(server: APIServer, admin: aiohttp.ClientSession, 
         sa = await r.json()
     secret = {"metadata": {"name": "builder-token", "annotations": {"kubernetes.io/service-account.name": "builder"}},
               "type": "kubernetes.io/service-account-token"}
-    token = sign_es256(server.tokens.key, legacy_claims(sa, secret))
+    token = sign(server.tokens.key, legacy_claims(sa, secret))
     secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
     binding = {"metadata": {"name": "builder"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
                                                             "kind": "ClusterRole", "name": role},

@@ -23,14 +23,12 @@ import urllib.request
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from ...cel import CELError
 from ...clock import REAL, Clock
 from ...machinery.user import User
+from ...pki.jwt import verify_signature
 from .authentication_config import ClaimMapping, Issuer
 
 log = logging.getLogger(__name__)
@@ -38,7 +36,6 @@ log = logging.getLogger(__name__)
 #: go-oidc's allowed clock skew for `nbf`
 NOT_BEFORE_LEEWAY = 300.0
 FETCH_TIMEOUT = 10.0
-_HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
 _CURVES = {"P-256": (ec.SECP256R1, 32), "P-384": (ec.SECP384R1, 48), "P-521": (ec.SECP521R1, 66)}
 
 
@@ -61,28 +58,6 @@ def public_key(jwk: dict) -> Any:
     if jwk.get("kty") == "EC" and jwk.get("crv") in _CURVES:
         return ec.EllipticCurvePublicNumbers(_int(jwk["x"]), _int(jwk["y"]), _CURVES[jwk["crv"]][0]()).public_key()
     return None
-
-
-def _verify(key: Any, alg: str, signed: bytes, sig: bytes) -> bool:
-    digest = _HASHES.get(alg[2:])
-    if digest is None:
-        return False
-    try:
-        if alg.startswith("RS") and isinstance(key, rsa.RSAPublicKey):
-            key.verify(sig, signed, padding.PKCS1v15(), digest())
-        elif alg.startswith("PS") and isinstance(key, rsa.RSAPublicKey):
-            key.verify(sig, signed, padding.PSS(padding.MGF1(digest()), digest.digest_size), digest())
-        elif alg.startswith("ES") and isinstance(key, ec.EllipticCurvePublicKey):
-            size = (key.curve.key_size + 7) // 8
-            if len(sig) != 2 * size:
-                return False
-            der = encode_dss_signature(int.from_bytes(sig[:size], "big"), int.from_bytes(sig[size:], "big"))
-            key.verify(der, signed, ec.ECDSA(digest()))
-        else:
-            return False
-    except InvalidSignature:
-        return False
-    return True
 
 
 def unverified_issuer(token: str) -> str | None:
@@ -157,7 +132,7 @@ class JWTAuthenticator:
     def _verifies(self, kid: str, alg: str, signed: bytes, signature: bytes) -> bool:
         """Whether a key held verifies the signature: the one under the token's kid, any without one."""
         candidates = [self.keys[kid]] if kid in self.keys else list(self.keys.values()) if not kid else []
-        return any(_verify(k, alg, signed, signature) for k in candidates)
+        return any(verify_signature(k, alg, signed, signature) for k in candidates)
 
     async def claims(self, token: str) -> dict:
         """The payload of a token this issuer signed, for its audiences, current: else TokenError."""

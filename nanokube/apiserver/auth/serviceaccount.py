@@ -11,14 +11,12 @@ import uuid
 from typing import Callable
 
 import orjson
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from prometheus_client import CollectorRegistry
 
 from ...clock import REAL, Clock, format_time, parse_time
-from ...pki.jwt import LEGACY_ISSUER, key_id, sign_es256
+from ...pki.jwt import CURVES, LEGACY_ISSUER, algorithm, key_id, sign, verify_signature
 from ...machinery.fieldorder import OBJECT_META
 from ...machinery.metrics import Family
 from ...machinery.validation import invalid
@@ -68,6 +66,19 @@ def load_or_create_key(pki_dir: str) -> ec.EllipticCurvePrivateKey:
     return key
 
 
+def _jwk(kid: str, key) -> dict:
+    """A verifying key as a JSON Web Key."""
+    if isinstance(key, rsa.RSAPublicKey):
+        n = key.public_numbers()
+        return {"use": "sig", "kty": "RSA", "kid": kid, "alg": "RS256",
+                "n": _b64(n.n.to_bytes((n.n.bit_length() + 7) // 8, "big")),
+                "e": _b64(n.e.to_bytes((n.e.bit_length() + 7) // 8, "big"))}
+    alg, _, size = CURVES[key.curve.name]
+    p = key.public_numbers()
+    return {"use": "sig", "kty": "EC", "kid": kid, "crv": f"P-{alg[2:].replace('512', '521')}", "alg": alg,
+            "x": _b64(p.x.to_bytes(size, "big")), "y": _b64(p.y.to_bytes(size, "big"))}
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -113,29 +124,36 @@ class ServiceAccountTokens:
                  issuer: str = ISSUER, audiences: tuple[str, ...] = (API_AUDIENCE,),
                  legacy_used: Callable[[str, str, str], None] | None = None):
         """`legacy_used(namespace, secret, day)` labels a legacy token's Secret with the day it was used."""
-        self.key = key
         self.legacy_used = legacy_used
-        self.public = key.public_key()
         self.lookup = lookup
         self.clock = clock
-        self.issuer = issuer
-        self.audiences = audiences
-        self.kid = key_id(self.public)
+        self.configure(key, (key.public_key(),), (issuer,), audiences)
         self.metrics = TokenMetrics()
+
+    def configure(self, key, verifying: tuple, issuers: tuple[str, ...], audiences: tuple[str, ...]) -> None:
+        """kube-apiserver's service-account flags: `key` signs (--service-account-signing-key-file),
+        `verifying` (public keys, --service-account-key-file) check tokens by their kid, the first
+        of `issuers` (--service-account-issuer) issues and every one is accepted, and tokens with
+        no audiences requested are for `audiences` (--api-audiences, by default the first issuer)."""
+        self.key = key
+        self.public = key.public_key()
+        self.kid = key_id(self.public)
+        self.verifying = {key_id(k): k for k in verifying}
+        self.issuer, self.issuers = issuers[0], frozenset(issuers)
+        self.audiences = audiences
 
     # --- issuer discovery -------------------------------------------------
 
     def jwks(self) -> dict:
-        """The key set that verifies the tokens (/openid/v1/jwks): the P-256 public key as a JWK,
-        named by the tokens' kid."""
-        n = self.public.public_numbers()
-        return {"keys": [{"use": "sig", "kty": "EC", "kid": self.kid, "crv": "P-256", "alg": "ES256",
-                          "x": _b64(n.x.to_bytes(32, "big")), "y": _b64(n.y.to_bytes(32, "big"))}]}
+        """The key set that verifies the tokens (/openid/v1/jwks): each verifying key as a JWK
+        named by its kid."""
+        return {"keys": [_jwk(kid, k) for kid, k in self.verifying.items()]}
 
     def openid_configuration(self, jwks_uri: str) -> dict:
         """The OIDC discovery document (/.well-known/openid-configuration), in upstream's field order."""
         return {"issuer": self.issuer, "jwks_uri": jwks_uri, "response_types_supported": ["id_token"],
-                "subject_types_supported": ["public"], "id_token_signing_alg_values_supported": ["ES256"]}
+                "subject_types_supported": ["public"],
+                "id_token_signing_alg_values_supported": sorted({algorithm(k) for k in self.verifying.values()})}
 
     # --- issuing ----------------------------------------------------------
 
@@ -220,7 +238,7 @@ class ServiceAccountTokens:
         claims = {"aud": audiences, "exp": int(now) + seconds, "iat": int(now), "iss": self.issuer,
                   "jti": str(uuid.uuid4()), "kubernetes.io": k8s, "nbf": int(now),
                   "sub": f"system:serviceaccount:{md['namespace']}:{md['name']}"}
-        return sign_es256(self.key, claims)
+        return sign(self.key, claims)
 
     # --- verifying --------------------------------------------------------
 
@@ -245,9 +263,9 @@ class ServiceAccountTokens:
         """A token not ours (no JWT of our key and issuers) is bearertoken's "invalid bearer token" (no token
         authenticator errs on it); one for other audiences, expired or not yet valid, the JWT authenticator's
         error, the audiences checked first; then why the validator refused the objects it is bound to."""
-        if claims is None or claims.get("iss") not in (self.issuer, LEGACY_ISSUER):
+        if claims is None or (claims.get("iss") not in self.issuers and claims.get("iss") != LEGACY_ISSUER):
             return "invalid bearer token"
-        aud = claims.get("aud") if claims.get("iss") == self.issuer else None
+        aud = claims.get("aud") if claims.get("iss") in self.issuers else None
         aud = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) and aud else list(self.audiences)
         if not set(aud) & set(wanted):
             def quoted(values) -> str:  # Go's %q of a []string
@@ -280,7 +298,7 @@ class ServiceAccountTokens:
         now = self.clock.now()
         aud = claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
-        if (claims.get("iss") != self.issuer or not isinstance(aud, list) or not set(aud) & set(audiences or self.audiences)
+        if (claims.get("iss") not in self.issuers or not isinstance(aud, list) or not set(aud) & set(audiences or self.audiences)
                 or not isinstance(claims.get("exp"), (int, float)) or claims["exp"] + LEEWAY < now
                 or claims.get("nbf", 0) - LEEWAY > now):
             return None
@@ -386,7 +404,8 @@ class ServiceAccountTokens:
         return service_account_user(ns, name, uid), ""
 
     def _claims(self, token: str) -> dict | None:
-        """The payload of a well-formed ES256 JWT signed by our key."""
+        """The payload of a well-formed JWT signed by one of the verifying keys (the one its kid
+        names, else any), with the algorithm of that key."""
         parts = token.split(".")
         if len(parts) != 3:
             return None
@@ -394,11 +413,11 @@ class ServiceAccountTokens:
             header, claims, sig = orjson.loads(_unb64(parts[0])), orjson.loads(_unb64(parts[1])), _unb64(parts[2])
         except (ValueError, orjson.JSONDecodeError):
             return None
-        if not isinstance(header, dict) or header.get("alg") != "ES256" or len(sig) != 64 or not isinstance(claims, dict):
+        if not isinstance(header, dict) or not isinstance(claims, dict):
             return None
-        der = encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big"))
-        try:
-            self.public.verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
-        except InvalidSignature:
-            return None
-        return claims
+        named = self.verifying.get(header.get("kid"))
+        signed = f"{parts[0]}.{parts[1]}".encode()
+        for key in (named,) if named is not None else self.verifying.values():
+            if header.get("alg") == algorithm(key) and verify_signature(key, header["alg"], signed, sig):
+                return claims
+        return None

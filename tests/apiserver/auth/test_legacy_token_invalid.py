@@ -9,7 +9,7 @@ import aiohttp
 
 from nanokube.apiserver.app import APIServer
 from nanokube.controllers.serviceaccount_token import legacy_claims
-from nanokube.pki.jwt import sign_es256
+from nanokube.pki.jwt import sign
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
@@ -34,7 +34,7 @@ async def test_a_legacy_token_labelled_invalid_gets_401_and_a_review_says_why(tm
             secret = {"metadata": {"name": "robot-token", "annotations": {"kubernetes.io/service-account.name": "robot"}},
                       "type": "kubernetes.io/service-account-token"}
             # what the token controller writes into the Secret: a legacy JWT signed with the server's key
-            token = sign_es256(server.tokens.key, legacy_claims(sa, secret))
+            token = sign(server.tokens.key, legacy_claims(sa, secret))
             secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
             async with admin.post(f"{base}/api/v1/namespaces/default/secrets", json=secret) as r:
                 assert r.status == 201

@@ -18,7 +18,7 @@ from nanokube.apiserver.audit_policy import load
 from nanokube.clock import format_time
 from nanokube.controllers.serviceaccount_token import legacy_claims
 from nanokube.pki.ca import ensure_pki
-from nanokube.pki.jwt import sign_es256
+from nanokube.pki.jwt import sign
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
 
@@ -48,7 +48,7 @@ async def test_legacy_token_uses_are_audited_counted_warned_and_dated(tmp_path):
                 secret = {"metadata": {"name": secret_name,
                                        "annotations": {"kubernetes.io/service-account.name": sa_name}},
                           "type": "kubernetes.io/service-account-token"}
-                token = sign_es256(server.tokens.key, legacy_claims(sa, secret))
+                token = sign(server.tokens.key, legacy_claims(sa, secret))
                 secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
                 async with admin.post(f"{base}/api/v1/namespaces/default/secrets", json=secret) as r:
                     assert r.status == 201

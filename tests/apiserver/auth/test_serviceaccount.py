@@ -228,10 +228,10 @@ def test_a_secret_based_legacy_token_is_valid_while_its_secret_holds_it(world, t
     """The token controller's tokens (issuer kubernetes/serviceaccount, no expiry, no audience): valid
     for the server's audiences while the Secret holds that very token and the account keeps its uid."""
     from nanokube.controllers.serviceaccount_token import legacy_claims
-    from nanokube.pki.jwt import sign_es256
+    from nanokube.pki.jwt import sign
 
     secret = {"metadata": {"name": "robot-token", "namespace": "ns"}}
-    token = sign_es256(tokens.key, legacy_claims(world[("serviceaccounts", "ns", "robot")], secret))
+    token = sign(tokens.key, legacy_claims(world[("serviceaccounts", "ns", "robot")], secret))
     secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
     world[("secrets", "ns", "robot-token")] = secret
     used = []
@@ -319,3 +319,27 @@ def test_a_review_says_why_a_bound_token_is_refused(tokens, world, clock):
     assert why(by_secret) == "service account ns/robot has been deleted"
     del world[("serviceaccounts", "ns", "robot")]
     assert why(by_pod) == 'serviceaccounts "robot" not found'
+
+
+def test_operator_keys_rotate_and_issuers_accumulate(tokens):
+    """--service-account-signing-key-file an RSA key, --service-account-key-file holding it and the
+    EC key before it, two --service-account-issuer: tokens of the old key and issuer still verify,
+    new ones are RS256 from the first issuer, and the key set publishes both keys by kid."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from nanokube.pki.jwt import key_id
+
+    old = tokens.token_request("ns", "robot", {})["status"]["token"]
+    rsa_key = rsa.generate_private_key(65537, 2048)
+    tokens.configure(rsa_key, (rsa_key.public_key(), tokens.public), ("https://issuer.example", API_AUDIENCE),
+                     ("https://issuer.example",))
+    assert tokens.authenticate(old, (API_AUDIENCE,)).name == "system:serviceaccount:ns:robot"
+    new = tokens.token_request("ns", "robot", {})["status"]["token"]
+    header = orjson.loads(base64.urlsafe_b64decode(new.split(".")[0] + "=="))
+    assert header == {"alg": "RS256", "kid": key_id(rsa_key.public_key())}
+    assert _claims(new)["iss"] == "https://issuer.example" and _claims(new)["aud"] == ["https://issuer.example"]
+    assert tokens.authenticate(new).name == "system:serviceaccount:ns:robot"
+    assert [(k["kty"], k["alg"]) for k in tokens.jwks()["keys"]] == [("RSA", "RS256"), ("EC", "ES256")]
+    assert tokens.openid_configuration("https://x/jwks")["id_token_signing_alg_values_supported"] == ["ES256", "RS256"]
+    tokens.configure(rsa_key, (rsa_key.public_key(),), ("https://issuer.example",), ("https://issuer.example",))
+    assert tokens.authenticate(old, (API_AUDIENCE,)) is None  # its key no longer verifies, nor its issuer
