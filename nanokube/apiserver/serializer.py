@@ -27,11 +27,10 @@ import orjson
 import yaml
 
 from ..machinery import errors, gojson
+from ..machinery.configfile import ALIAS_FLOOR, ALIAS_RATIO
 
 #: deepest nesting of objects and arrays a body may have
 MAX_DEPTH = 100
-#: YAML alias expansion may produce at most this many values per input byte (and at least this many values)
-_ALIAS_RATIO, _ALIAS_FLOOR = 10, 100_000
 _INT64 = (-(2**63), 2**64 - 1)
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 
@@ -186,7 +185,7 @@ def loads_yaml(raw: bytes | str) -> Any:
         raise too_deep() from None
     except ValueError as e:  # e.g. an integer literal longer than Python converts
         raise yaml.YAMLError(str(e)) from None
-    budget = max(_ALIAS_FLOOR, _ALIAS_RATIO * len(raw))
+    budget = max(ALIAS_FLOOR, ALIAS_RATIO * len(raw))  # (as a configuration file's)
     return _to_json(obj, budget)
 
 

@@ -31,12 +31,36 @@ _Loader.yaml_implicit_resolvers = {
 
 #: the strict codec's prefix for its joined errors
 STRICT = "strict decoding error: "
+#: the values a document may hold, each alias expanded: this many per byte of it (and at least
+#: ALIAS_FLOOR), as a request body's YAML is bounded (apiserver.serializer)
+ALIAS_RATIO, ALIAS_FLOOR = 10, 100_000
+#: what go-yaml (under sigs.k8s.io/yaml's conversion) says of a document past that
+EXCESSIVE_ALIASING = "error converting YAML to JSON: yaml: document contains excessive aliasing"
 
 
 def load(text: str | bytes) -> tuple[Any, list[str]]:
     """A file's document (None when empty) and what the strict decoder says of the keys it
-    repeats ([] when none); yaml.YAMLError where it does not parse."""
-    return yaml.load(text, Loader=_Loader), duplicates(text)
+    repeats ([] when none); yaml.YAMLError where it does not parse, or where its aliases expand
+    past the bound (a "billion laughs" file would hold each reader walking it)."""
+    doc = yaml.load(text, Loader=_Loader)
+    if ("*" if isinstance(text, str) else b"*") in text:  # (no alias without one)
+        _bound_aliases(doc, max(ALIAS_FLOOR, ALIAS_RATIO * len(text)))
+    return doc, duplicates(text)
+
+
+def _bound_aliases(doc: Any, budget: int) -> None:
+    """yaml.YAMLError where `doc` holds more than `budget` values, counting an aliased value (one
+    object the loader shares) each time it is reached, and a recursive alias without end."""
+    stack = [doc]
+    while stack:
+        v = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise yaml.YAMLError(EXCESSIVE_ALIASING)
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
 
 
 def duplicates(text: str | bytes) -> list[str]:

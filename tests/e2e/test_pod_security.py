@@ -120,6 +120,17 @@ def test_a_bad_configuration_stops_up(tmp_path):
     (CONFIG, POD_SECURITY.replace("  enforce: privileged", "- enforce"),
      "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
      "of type v1.PodSecurityDefaults"),
+    # and it refuses the fields it does not know, at the top level as under defaults, in one error with
+    # the repeated keys (before, a misspelled top-level field was dropped), in a file of its own or embedded
+    (CONFIG, POD_SECURITY.replace("exemptions:", "exemption:") + "defaults: {enforce: privileged, enforcee: x}\n",
+     "PodSecurity configuration: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n"
+     '  line 7: key "defaults" already set in map, unknown field "defaults.enforcee", unknown field "exemption"'),
+    (CONFIG.replace("  path: pod-security.yaml", "  configuration:\n    apiVersion: pod-security.admission.config.k8s"
+                    ".io/v1\n    kind: PodSecurityConfiguration\n    default: {}"), POD_SECURITY,
+     'PodSecurity configuration: strict decoding error: unknown field "default"'),
+    # a file whose aliases expand a billionfold is refused as go-yaml refuses it, not walked
+    (CONFIG + "".join(f"x{i}: &x{i} [{','.join([f'*x{i - 1}' if i else '0'] * 9)}]\n" for i in range(10)), POD_SECURITY,
+     "admission.yaml\": error converting YAML to JSON: yaml: document contains excessive aliasing"),
     # v1alpha1 is still decoded in 1.37 (its own package named by the decoder)
     (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1alpha1\n").replace("  enforce: privileged", "- enforce"),
      "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "

@@ -41,3 +41,15 @@ def test_a_file_that_does_not_parse_is_the_loaders_error_not_a_repeated_key():
     with pytest.raises(yaml.YAMLError):
         configfile.load("a: [")
     assert configfile.load("t: 2020-01-01\n") == ({"t": "2020-01-01"}, [])  # a timestamp stays a string
+
+
+def test_aliases_expand_within_a_bound_of_the_files_size():
+    """A value reached through an alias counts each time (go-yaml's excessive aliasing): a file of a
+    few hundred bytes that expands a billionfold, or an alias of the mapping it is in, is refused."""
+    laughs = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else 'ha'] * 9)}]\n" for i in range(10))
+    for text in (laughs, "a: &a {b: *a}\n"):
+        with pytest.raises(yaml.YAMLError, match="^error converting YAML to JSON: yaml: document contains "
+                                                 "excessive aliasing$"):
+            configfile.load(text)
+    doc, _ = configfile.load("base: &b {k: [1, 2]}\n" + "".join(f"u{i}: *b\n" for i in range(100)))
+    assert doc["u99"] == {"k": [1, 2]}

@@ -17,38 +17,34 @@ KINDS = (("apiserver.config.k8s.io/v1", "AdmissionConfiguration"),
          ("apiserver.k8s.io/v1alpha1", "AdmissionConfiguration"))
 
 
-#: the plugins whose configuration codec is strict (pod-security-admission's loader): a key their
-#: own file repeats is refused; the AdmissionConfiguration's codec, ResourceQuota's and the
-#: webhooks' are lenient (the later key wins), as is an embedded `configuration`, whose repeated
-#: keys the AdmissionConfiguration's lenient decoding already dropped
-_STRICT = frozenset({"PodSecurity"})
-
-
-def _read(path: Path, strict_plugin: str = "") -> dict:
+def _read(path: Path) -> tuple[dict, list[str]]:
+    """A file's document and the strict decoder's errors for the keys it repeats."""
     try:
         doc, repeated = configfile.load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f'failed to read plugin config file "{path}": {e}') from None
     if not isinstance(doc, dict):
         raise ValueError(f'failed to read plugin config file "{path}": not an object')
-    if strict_plugin and repeated:
-        raise ValueError(f"{strict_plugin} configuration: {configfile.strict_error(repeated)}")
-    return doc
+    return doc, repeated
 
 
-def load(path: str | Path) -> dict[str, dict]:
-    """Each plugin's configuration document by plugin name; ValueError says what is wrong."""
+def load(path: str | Path) -> dict[str, tuple[dict, list[str]]]:
+    """Each plugin's configuration document by plugin name, with the keys its own file repeats (a
+    strict plugin's codec refuses them; the AdmissionConfiguration's codec, ResourceQuota's and the
+    webhooks' are lenient, the later key winning, and so is an embedded `configuration`, whose
+    repeated keys the AdmissionConfiguration's lenient decoding already dropped); ValueError says
+    what is wrong."""
     path = Path(path)
-    doc = _read(path)
+    doc, _ = _read(path)
     if (doc.get("apiVersion"), doc.get("kind")) not in KINDS:
         raise ValueError(f'failed to read plugin config file "{path}": no kind "{doc.get("kind")}" is registered for '
                          f'version "{doc.get("apiVersion")}"')
-    out: dict[str, dict] = {}
+    out: dict[str, tuple[dict, list[str]]] = {}
     for name, configuration, file in _plugins(doc, path):
         if configuration is not None:
-            out[name] = configuration
+            out[name] = configuration, []
         elif file:
-            out[name] = _read(path.parent / file, name if name in _STRICT else "")
+            out[name] = _read(path.parent / file)
     return out
 
 
@@ -74,8 +70,8 @@ def plugin_configs(path: str | Path) -> dict[str, object]:
     limitedResources)."""
     docs = load(path)
     out: dict[str, object] = {}
-    if "PodSecurity" in docs:
-        out["PodSecurity"] = Config.parse(docs["PodSecurity"])
+    if "PodSecurity" in docs:  # (pod-security-admission's codec is strict)
+        out["PodSecurity"] = Config.parse(*docs["PodSecurity"])
     if "ResourceQuota" in docs:
-        out["ResourceQuota"] = parse_configuration(docs["ResourceQuota"])
+        out["ResourceQuota"] = parse_configuration(docs["ResourceQuota"][0])
     return out

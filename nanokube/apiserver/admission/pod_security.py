@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from ...machinery import errors
+from ...machinery import configfile, errors
 from ...machinery.gojson import value_kind
 from ...machinery.validation import FieldError
+from ..auth.authentication_config import unknown_fields
 from .lookup import list_objects, object_name
 from .metrics import _PlainCounter
 from .pod_security_policy import LATEST, LEVELS, PRIVILEGED, RESTRICTED, evaluate, forbidden_detail, pluralize
@@ -146,6 +147,9 @@ def _decoded(doc: dict, version: str) -> tuple[dict, list]:
 
 #: the PodSecurityConfiguration versions 1.37's scheme decodes (the same fields in each)
 CONFIG_VERSIONS = {f"pod-security.admission.config.k8s.io/{v}": v for v in ("v1", "v1beta1", "v1alpha1")}
+#: PodSecurityConfiguration's fields (the same in each version): what else a document holds is unknown
+_CONFIG_SCHEMA = {"apiVersion": str, "kind": str, "defaults": {m + s: str for m in MODES for s in ("", "-version")},
+                  "exemptions": {"usernames": [str], "runtimeClasses": [str], "namespaces": [str]}}
 
 
 class Config:
@@ -161,8 +165,11 @@ class Config:
         self.exempts = bool(self.namespaces or self.usernames)
 
     @classmethod
-    def parse(cls, doc: dict) -> Config:
-        """A PodSecurityConfiguration document; ValueError says what is wrong with it."""
+    def parse(cls, doc: dict, repeated: list[str] = ()) -> Config:
+        """A PodSecurityConfiguration document, decoded strictly as pod-security-admission's codec
+        does: after a field of another JSON type (reported alone), the keys its file repeats
+        (`repeated`, configfile's) and the fields it does not know are one strict decoding error;
+        ValueError says what is wrong with it."""
         if not isinstance(doc, dict) or doc.get("kind") != "PodSecurityConfiguration" or \
                 doc.get("apiVersion") not in CONFIG_VERSIONS:
             raise ValueError("PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 "
@@ -171,9 +178,9 @@ class Config:
             defaults, exemptions = _decoded(doc, CONFIG_VERSIONS[doc["apiVersion"]])
         except ValueError as e:
             raise ValueError(f"PodSecurity configuration: {e}") from None
-        unknown = sorted(str(k) for k in set(defaults) - {m + s for m in MODES for s in ("", "-version")})
-        if unknown:
-            raise ValueError(f"PodSecurity configuration: unknown defaults {', '.join(unknown)}")
+        strict = [*repeated, *(f'unknown field "{p}"' for p in unknown_fields(doc, _CONFIG_SCHEMA))]
+        if strict:
+            raise ValueError(f"PodSecurity configuration: {configfile.strict_error(strict)}")
         labels = {PREFIX + k: v for k, v in defaults.items()}
         base = Policy(*(LevelVersion(PRIVILEGED),) * 3)
         policy, errs = policy_for(labels, base)
