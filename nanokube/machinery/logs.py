@@ -27,15 +27,17 @@ level asked for and the handler drops what a record's file was not granted.
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import logging
 import os
+import re
 import sys
 import time
 
 import orjson
 
-from . import goduration
+from . import goduration, gofmt
 
 FORMATS = ("text", "json")
 #: V(0)..V(4)'s Python levels; V(n) beyond is 14 - n
@@ -80,7 +82,7 @@ class obj:
 
 def add_arguments(parser) -> None:
     g = parser.add_argument_group("logging flags")
-    g.add_argument("-v", "--v", type=int, default=0, metavar="Level", dest="v",
+    g.add_argument("-v", "--v", type=_verbosity, default=0, metavar="Level", dest="v",
                    help="number for the log level verbosity (0: informational only; 4: debugging detail)")
     g.add_argument("--vmodule", default="", metavar="pattern=N,...",
                    help="comma-separated list of pattern=N settings for file-filtered logging (only works for the "
@@ -93,17 +95,38 @@ def add_arguments(parser) -> None:
                         "nothing waits that long)")
 
 
+def _uint31(text: str) -> tuple[int | None, str]:
+    """ParseUint(text, 10, 31): the value (None where refused) and why it is refused."""
+    if not re.fullmatch(r"[0-9]+", text):
+        return None, f"strconv.ParseUint: parsing {gofmt.quote(text)}: invalid syntax"
+    digits = text.lstrip("0") or "0"  # (counted before int(), which refuses over 4300 digits)
+    if len(digits) > 10 or int(digits) >= 2 ** 31:
+        return None, f"strconv.ParseUint: parsing {gofmt.quote(text)}: value out of range"
+    return int(digits), ""
+
+
+def _verbosity(text: str) -> int:
+    """-v's value: a VerbosityLevel, ParseUint's (decimal digits alone, under 2^31)."""
+    v, why = _uint31(text)
+    if v is None:
+        raise argparse.ArgumentTypeError(why)
+    return v
+
+
 def parse_vmodule(text: str) -> list[tuple[str, int]]:
-    """klog's vmodule: (pattern, level) pairs; ValueError for a malformed one."""
+    """component-base's vmodule flag: (pattern, level) pairs, a level ParseUint's (decimal digits
+    alone, under 2^31); ValueError in pflag's words for a malformed one."""
     out = []
     for part in filter(None, text.split(",")):
-        pattern, eq, n = part.partition("=")
-        if not eq or not pattern:
-            raise ValueError(f"--vmodule: expect comma-separated list of filename=N: {part!r}")
-        try:
-            out.append((pattern.removesuffix(".py"), int(n)))
-        except ValueError:
-            raise ValueError(f"--vmodule: expect comma-separated list of filename=N: {part!r}") from None
+        pieces = part.split("=")
+        if len(pieces) != 2 or not all(pieces):
+            raise ValueError(f'invalid argument {gofmt.quote(text)} for "--vmodule" flag: '
+                             f"{gofmt.quote(part)} does not have the pattern=N format")
+        v, why = _uint31(pieces[1])
+        if v is None:
+            raise ValueError(f'invalid argument {gofmt.quote(text)} for "--vmodule" flag: '
+                             f"parsing verbosity in {gofmt.quote(part)}: {why}")
+        out.append((pieces[0].removesuffix(".py"), v))
     return out
 
 
@@ -112,8 +135,6 @@ def validate(args) -> None:
     if args.logging_format not in FORMATS:
         raise ValueError(f"--logging-format: Unsupported log format {args.logging_format!r} "
                          f"(supported: {', '.join(FORMATS)})")
-    if args.v < 0:
-        raise ValueError(f"-v: Invalid value: {args.v}: must be >= 0")
     if parse_vmodule(args.vmodule) and args.logging_format != "text":
         raise ValueError("--vmodule: Forbidden: only supported for text log format")
     if goduration.parse(args.log_flush_frequency, "--log-flush-frequency") <= 0:

@@ -225,6 +225,11 @@ def test_a_scheduler_process_with_vmodule_logs_each_binding_in_klog_text(cluster
      "nanokube scheduler: --logging-format: Unsupported log format 'xml' (supported: text, json)"),
     (("controller-manager", "--logging-format", "json", "--vmodule", "base=4"),
      "nanokube controller-manager: --vmodule: Forbidden: only supported for text log format"),
+    (("controller-manager", "--vmodule", "base=4,cron=-1"),  # (fuzz62: a negative level was taken)
+     'nanokube controller-manager: invalid argument "base=4,cron=-1" for "--vmodule" flag: parsing verbosity in '
+     '"cron=-1": strconv.ParseUint: parsing "-1": invalid syntax'),
+    (("scheduler", "-v", "9" * 5000),  # (fuzz62: taken, as any int() was)
+     f'nanokube scheduler: error: argument -v/--v: strconv.ParseUint: parsing "{"9" * 5000}": value out of range'),
 ])
 def test_a_bad_tracing_configuration_or_logging_flag_is_refused(tmp_path, args, said):
     (tmp_path / "rate.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\n"
