@@ -890,7 +890,7 @@ class PodWorker:
         An allocation not actuated yet (a sync failed in between) is actuated now, as the kubelet's
         next SyncPod actuates what its allocation manager checkpointed."""
         await self._sync_images()
-        if self._start_ephemeral() | self._end_ephemeral():
+        if await self._start_ephemeral() | self._end_ephemeral():
             await self._write_running(self.clock.rfc3339())
         started, self.ephemeral_started = self.ephemeral_started, []
         await self._start_events(started, interruptible=False)
@@ -1004,8 +1004,9 @@ class PodWorker:
         """What the pod holds of its node: its requests as allocated (as its spec asks, before it starts)."""
         return inplace.requests_with(self.pod, self.allocated or inplace.desired(self.pod))
 
-    def _start_ephemeral(self) -> bool:
-        """Start the ephemeral containers not started yet; whether there were any."""
+    async def _start_ephemeral(self) -> bool:
+        """Start the ephemeral containers not started yet, each with its environment (its `env`,
+        `envFrom`, the Service variables) as any container; whether there were any."""
         started = False
         for c in (self.pod.get("spec") or {}).get("ephemeralContainers") or ():
             name = c.get("name", "")
@@ -1020,6 +1021,7 @@ class PodWorker:
                 if (self.pod.get("spec") or {}).get("restartPolicy") != "Never":  # (ShouldContainerBeRestarted)
                     state, last = {"waiting": {"reason": "RunContainerError", "message": error}}, state
             else:
+                await self.io.prepare(c)
                 self.io.start_ephemeral(name, image_ref(image), self._program(c))
             self.ephemeral_started.append(c)
             cid = hashlib.sha256(f"{self.uid}/{name}/0".encode()).hexdigest()

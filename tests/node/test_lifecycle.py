@@ -440,6 +440,26 @@ async def test_an_ephemeral_container_that_cannot_start_is_never_started_again(e
     assert len(got) == 1 and got[0][0] == "Failed" and got[0][1].endswith(words)
 
 
+async def test_an_ephemeral_containers_command_sees_its_env():
+    """`kubectl debug --custom` with an `env`: the ephemeral container's `sh -c 'echo $X'` prints
+    the variable its spec sets, as any container's command (its log was an empty line)."""
+    async with node_agents(ManualClock()) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        created = await pods.create(pod("web"))
+        await eventually(phase_is(pods, "web", "Running"))
+        debugger = {"name": "debugger", "image": "busybox:1.36", "command": ["sh", "-c", "echo X=$X"],
+                    "env": [{"name": "X", "value": "from-spec"}]}
+        await pods.patch("web", {"spec": {"ephemeralContainers": [debugger]}}, "application/strategic-merge-patch+json",
+                         namespace="default", subresource="ephemeralcontainers")
+
+        async def ended():
+            st = (await pods.get("web", "default"))["status"].get("ephemeralContainerStatuses") or [{}]
+            return st[0] if "terminated" in st[0].get("state", {}) else None
+        assert (await eventually(ended))["state"]["terminated"]["exitCode"] == 0
+        worker = mgr.agents["gpu-0"].workers[created["metadata"]["uid"]]
+        assert worker.io.serve_log("debugger", LogOptions()) == b"X=from-spec\n"
+
+
 async def test_on_failure_does_not_restart_a_successful_container(env):
     pods, clock = env
     await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="OnFailure"))
