@@ -23,6 +23,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.kms_plugin import ANNOTATION, Plugin
 from tests.controllers import make_stack
+from tests.node import ManualClock
 from tests.served import send, served
 
 SECRET_KEY = "/registry/secrets/default/s1"
@@ -265,6 +266,44 @@ async def test_kms_v2_plugin_away(tmp_path):
         why = s.encryption.checks()[0].run()
         assert why.startswith("failed to perform status section of the healthz check for KMS Provider gone, error: "
                               "rpc error: code = Unavailable")
+
+
+async def test_a_seed_whose_key_id_went_unconfirmed_for_3_minutes_stops_writing(tmp_path, plugin):
+    """Upstream's kmsv2PluginWriteDEKSourceMaxTTL: a seed writes for 3 minutes past the start of the
+    last Status that confirmed its key ID; past that, with the plugin away, every write is refused in
+    ValidateEncryptCapability's words (asked again only 10 s after a failed poll) while reads go on;
+    once a Status answers again the same seed writes again."""
+    clock = ManualClock()
+    encryption = Encryption(write_config(tmp_path / "enc.yaml", kms(plugin)), clock=clock)
+    async with served(tmp_path, store=encryption.wrap(MemoryStore()),
+                      prepare=lambda server: install(server, encryption)) as (server, api):
+        url = "/api/v1/namespaces/default/secrets"
+        start = clock.t
+        assert (await send(api, "POST", url, secret("s1")))[0] == 201
+        plugin.stop()
+        clock.t = start + 180  # (wall time, as upstream's expiry: the last key ID poll is still recent)
+        assert (await send(api, "POST", url, secret("s2")))[0] == 201
+        clock.t = start + 181
+        code, body = await send(api, "POST", url, secret("s3"))
+        assert (code, body["message"]) == (500, f'Internal error occurred: encryptedDEKSource with keyID hash '
+                                                f'"{key_id_hash("key-1")}" expired at {clock.rfc3339(start + 180)} '
+                                                f'(current time is {clock.rfc3339(start + 181)})')
+        calls = metrics_of(encryption)[("apiserver_envelope_encryption_kms_operations_latency_seconds_count", (
+            ("grpc_status_code", "Unavailable"), ("method_name", "Status"), ("provider_name", "vault")))]
+        assert calls == 1
+        assert (await send(api, "POST", url, secret("s3")))[0] == 500  # refused at once, the plugin not asked
+        assert metrics_of(encryption)[("apiserver_envelope_encryption_kms_operations_latency_seconds_count", (
+            ("grpc_status_code", "Unavailable"), ("method_name", "Status"), ("provider_name", "vault")))] == calls
+        code, body = await send(api, "GET", url + "/s2")
+        assert (code, base64.b64decode(body["data"]["password"])) == (200, b"hunter2")
+        plugin.start()
+        for _ in range(100):  # until gRPC reconnected (its backoff is real time), a poll each 10 s
+            await clock.advance(10)
+            if (code := (await send(api, "POST", url, secret("s3")))[0]) == 201:
+                break
+            await asyncio.sleep(0.05)
+        assert code == 201
+        assert plugin.calls["Encrypt"] == 1  # the key ID unchanged: the same seed, confirmed again
 
 
 async def test_storage_version_migration_rewrites_stale_values(tmp_path):

@@ -11,7 +11,14 @@ the configuration says), so a slow or hung plugin holds the request that needs i
 event loop: the key ID poll runs in the background while writes go on under the current seed
 (upstream's), only the first write waits for a seed; a health check's Status is awaited before
 it answers (`refresh`); the store asks for the seeds a get, a list or its watch needs before it
-reads (`unseen`, `learn`)."""
+reads (`unseen`, `learn`).
+
+A seed writes for 3 minutes past the start of the last Status that confirmed its key ID (a key ID
+poll or a health check; upstream's kmsv2PluginWriteDEKSourceMaxTTL), so a plugin whose key moved
+on while it cannot be asked does not leave values written under the old key for ever: past that
+every write fails, in upstream's words, until a Status succeeds again; reads of values under any
+seed go on. Upstream polls every minute in the background; nanokube asks on demand, so a write
+that finds its seed expired waits for a poll (one at a time, again 10 s after one failed)."""
 
 from __future__ import annotations
 
@@ -39,6 +46,10 @@ _MAX_SIZE = 1024
 _MAX_ANNOTATIONS = 32 * 1024
 #: how often a write asks the plugin's Status whether its key_id moved on (upstream's key ID poll)
 STATUS_EVERY = 60.0
+#: how long a seed writes after the Status that last confirmed its key ID began
+WRITE_SEED_TTL = 180.0
+#: how soon a write whose seed expired asks again after a failed key ID poll (upstream's fast poll)
+_RETRY_AFTER = 10.0
 #: how long a health check's answer stands, healthy and not
 _HEALTHY_TTL, _UNHEALTHY_TTL = 20.0, 3.0
 _FQDN = re.compile(r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\.)+[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$")
@@ -133,7 +144,10 @@ class Envelope:
                                             ("Encrypt", pb.EncryptRequest, pb.EncryptResponse),
                                             ("Decrypt", pb.DecryptRequest, pb.DecryptResponse))}
         self._state: _State | None = None
-        self._polled = float("-inf")
+        #: (monotonic) when the last key ID poll succeeded, and when the last one failed
+        self._polled = self._poll_failed = float("-inf")
+        #: (wall clock, as upstream's ExpirationTimestamp) until when the seed writes
+        self._expires = float("-inf")
         #: the transformers of the seeds read, by a digest of what was stored with them
         self._seeds: dict[bytes, ExtendedNonceGCM | AESGCM] = {}
         #: the last health check: (when, why it failed or None)
@@ -184,6 +198,7 @@ class Envelope:
         now = self._clock.monotonic()
         if self._health_fresh():
             return self._health[1]
+        started = self._clock.now()
         try:
             resp = self.status()
         except Exception as e:
@@ -202,13 +217,16 @@ class Envelope:
                 joined = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
                 why = f"kmsv2 Provider {self.name} is not healthy, error: {joined}"
             else:
-                self._rotate_if(resp.key_id)
+                self._rotate_if(resp.key_id, started)
         self._health = (now, why)
         return why
 
-    def _rotate_if(self, key_id: str) -> None:
-        """A new seed when the plugin's key_id moved on (or there is none yet)."""
+    def _rotate_if(self, key_id: str, started: float) -> None:
+        """A new seed when the plugin's key_id moved on (or there is none yet); either way the seed
+        writes until WRITE_SEED_TTL past `started` (when the Status that said `key_id` began). A
+        failed Encrypt keeps the old seed and its expiry."""
         if self._state is not None and self._state.key_id == key_id:
+            self._expires = started + WRITE_SEED_TTL
             return
         seed = os.urandom(SEED_SIZE)
         resp = self._call("Encrypt", pb.EncryptRequest(plaintext=seed, uid=str(uuid.uuid4())))
@@ -219,13 +237,13 @@ class Envelope:
         state = _State(transformer, resp.key_id, resp.ciphertext, dict(resp.annotations))
         self._seeds[self._digest(pb.HKDF_SHA256_XNONCE_AES_GCM_SEED, resp.ciphertext, resp.key_id,
                                  resp.annotations)] = transformer
-        self._state = state
+        self._state, self._expires = state, started + WRITE_SEED_TTL
         if self._metrics is not None:
             self._metrics.seeds(self.name, len(self._seeds))
 
     def _poll(self) -> None:
         """The key ID poll (in a worker thread): Status, and a new seed where the key ID moved on."""
-        now = self._clock.monotonic()
+        now, started = self._clock.monotonic(), self._clock.now()
         try:
             resp = self.status()
             if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
@@ -233,21 +251,28 @@ class Envelope:
                     self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
                 raise TransformError("got unexpected empty keyID" if not resp.key_id else
                                      f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}")
-            self._rotate_if(resp.key_id)
+            self._rotate_if(resp.key_id, started)
             self._polled, self._poll_error = now, None
+            return
         except TransformError as e:
             self._poll_error = str(e)
         except Exception as e:
             self._poll_error = f"failed to get current KMSv2 state for provider {self.name}: {rpc_error(e)}"
+        self._poll_failed = now
 
     async def ready(self) -> None:
         """Before a write: a due key ID poll started in a worker thread (one at a time), waited for
-        only while there is no seed to write with."""
-        if self._state is not None and self._clock.monotonic() - self._polled < STATUS_EVERY:
+        only while there is no seed to write with or the seed expired (not again within _RETRY_AFTER
+        of a failed one: the write fails at once, as upstream's)."""
+        now = self._clock.monotonic()
+        usable = self._state is not None and self._clock.now() <= self._expires
+        if usable and now - self._polled < STATUS_EVERY:
+            return
+        if not usable and self._state is not None and now - self._poll_failed < _RETRY_AFTER:
             return
         if self._polling is None or self._polling.done():
             self._polling = asyncio.ensure_future(asyncio.to_thread(self._poll))
-        if self._state is None:
+        if not usable:
             await asyncio.shield(self._polling)
 
     def _current(self) -> _State:
@@ -264,6 +289,9 @@ class Envelope:
 
     def to_storage(self, data: bytes, key: bytes) -> bytes:
         state = self._current()
+        if (now := self._clock.now()) > self._expires:  # (ValidateEncryptCapability's words)
+            raise TransformError(f'encryptedDEKSource with keyID hash "{key_id_hash(state.key_id)}" expired at '
+                                 f"{self._clock.rfc3339(self._expires)} (current time is {self._clock.rfc3339(now)})")
         out = pb.EncryptedObject(encryptedData=state.transformer.to_storage(data, key), keyID=state.key_id,
                                  encryptedDEKSource=state.encrypted_seed, annotations=state.annotations,
                                  encryptedDEKSourceType=pb.HKDF_SHA256_XNONCE_AES_GCM_SEED).SerializeToString()
