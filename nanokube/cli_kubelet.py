@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import ipaddress
 import logging
 import os
@@ -67,19 +68,40 @@ async def _client(creds: kubeconfig.Credentials) -> HTTPClient:
 
 async def _free_index(client: HTTPClient, name: str) -> int:
     """The node's cluster-wide index: its own address's if its Node is registered, else the lowest
-    no Node's InternalIP takes."""
+    no Node's InternalIP takes. A node's own credentials read no other Node (the Node authorizer's
+    rule): such a node takes an index of its name's hash, past those `up`'s nodes number from 0."""
+    from .machinery.errors import APIError
     from .node.agent import node_ip
 
     first = int(ipaddress.IPv4Address(node_ip(0)))
-    used: dict[str, int] = {}
-    for node in (await client.resource("", "v1", "nodes").list())[0]:
-        for a in (node.get("status") or {}).get("addresses") or ():
-            if a.get("type") == "InternalIP":
-                used[node["metadata"]["name"]] = int(ipaddress.IPv4Address(a["address"])) - first
-    if name in used:
-        return used[name]
-    taken = set(used.values())
+    nodes = client.resource("", "v1", "nodes")
+    try:
+        if (own := _index_of(await nodes.get(name), first)) >= 0:
+            return own
+    except APIError as e:
+        if e.code != 404:
+            raise
+    try:
+        items = (await nodes.list())[0]
+    except APIError as e:
+        if e.code != 403:
+            raise
+        return _HASHED_FROM + int.from_bytes(hashlib.sha256(name.encode()).digest()[:4]) % _HASHED
+    taken = {_index_of(node, first) for node in items}
     return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
+#: where the indexes of nodes that may not list the others begin, and how many there are (the pod
+#: network's /24s: 10.0.0.0/8 holds 65536)
+_HASHED_FROM, _HASHED = 4096, 65536 - 4096
+
+
+def _index_of(node: dict, first: int) -> int:
+    """A registered node's index, from its InternalIP (-1 without one)."""
+    for a in (node.get("status") or {}).get("addresses") or ():
+        if a.get("type") == "InternalIP":
+            return int(ipaddress.IPv4Address(a["address"])) - first
+    return -1
 
 
 async def _run(args: argparse.Namespace, cluster) -> int:

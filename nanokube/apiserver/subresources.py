@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import random
 from collections.abc import AsyncIterable, Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import orjson
@@ -19,6 +20,8 @@ from ..registry.base import Resource
 from ..registry.core_pods import validate_binding
 from ..machinery import errors, gojson
 from ..machinery.conditions import observed_generation, set_condition
+from .admission import lookup
+from .auth.restriction import node_token_request
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
@@ -135,6 +138,7 @@ class Subresources:
             # (the Go struct keeps no unknown field: the answer, which echoes the spec, has none either)
             body = structural.prune(body, schema.definitions()[TOKEN_REQUEST])
             _same_namespace(body, namespace)
+            node_token_request(partial(lookup.get, self.rest), namespace, name, body, opts.user)  # NodeRestriction's
             return _warned(h.render_untabled(request, self.tokens.token_request(namespace, name, body),
                                              "*authentication.TokenRequest"), warnings)
         if sub == "log" and m == "GET":

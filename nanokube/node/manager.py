@@ -170,7 +170,9 @@ class NodeManager:
         #: until the pods' first list is handed out: the keys of those listed (see `start`)
         self._listed: list[str] | None = []
         self._informer: asyncio.Task | None = None
-        self.nodes = Informer(self.client.resource("", "v1", "nodes"), clock=clock)
+        # (a standalone node's credentials read its own Node only: the Node authorizer's rule)
+        self.nodes = Informer(self.client.resource("", "v1", "nodes"), clock=clock,
+                              field_selector=f"metadata.name={cluster.nodes()[0].name}" if standalone else "")
         self.nodes.add_handlers(on_add=lambda n: self._node_changed(None, n), on_update=self._node_changed)
         self._fault_tasks: set[asyncio.Task] = set()
         self._node_informer: asyncio.Task | None = None
@@ -182,7 +184,9 @@ class NodeManager:
         if not self.standalone:
             await ensure_device_classes(self.client, nvidia=self._nvidia, nvidia_gpus=self._nvidia_gpus)
         existing: dict[str, dict[str, list[dict]]] = {}
-        items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
+        # (a standalone node lists its own: a node may list ResourceSlices only through spec.nodeName)
+        items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list(
+            field_selector=f"spec.nodeName={next(iter(self.agents))}" if self.standalone else "")
         for s in items:
             node = s["spec"].get("nodeName")
             if node in self.agents:

@@ -206,12 +206,65 @@ def test_node_credentials_reach_only_their_own_pods(cluster, gpu0):
     assert "there" not in {p["metadata"]["name"] for p in body["items"]}
     assert _call(cluster, gpu0, "PATCH", "/api/v1/nodes/gpu-0/status", {"metadata": {"labels": {"x": "y"}}})[0] == 200
     code, body = _call(cluster, gpu0, "PATCH", "/api/v1/nodes/gpu-1/status", {"metadata": {"labels": {"x": "y"}}})
-    assert code == 403 and body["message"].endswith("node 'gpu-0' is not allowed to modify node 'gpu-1'")
+    assert (code, body["message"]) == (403, 'nodes "gpu-1" is forbidden: node "gpu-0" is not allowed to modify node '
+                                            '"gpu-1"')
     code, body = _call(cluster, gpu0, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-1",
                        {"metadata": {"labels": {"x": "y"}}})
     assert code == 403 and body["message"].endswith("can only access node lease with the same name as the requesting node")
     assert _call(cluster, gpu0, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-0",
                  {"metadata": {"labels": {"x": "y"}}})[0] == 200
+
+
+def test_node_credentials_read_and_write_only_their_own_node_objects(cluster, gpu0):
+    """AuthorizeNodeWithSelectors' reads (its own Node, its ResourceSlices through spec.nodeName) and
+    NodeRestriction's writes: no other node's CSINode, ResourceSlice, pods or tokens, nor the taints
+    and restricted labels of its own Node."""
+    def refused(method: str, path: str, body: dict | None = None) -> str:
+        code, out = _call(cluster, gpu0, method, path, body)
+        assert code == 403, (method, path, out)
+        return out["message"]
+
+    assert refused("GET", "/api/v1/nodes") == ('nodes is forbidden: User "system:node:gpu-0" cannot list resource '
+                                               '"nodes" in API group "" at the cluster scope: node \'gpu-0\' cannot '
+                                               "read all nodes, only its own Node object")
+    assert refused("GET", "/api/v1/nodes/gpu-1").endswith("node 'gpu-0' cannot read 'gpu-1', only its own Node object")
+    code, own = _call(cluster, gpu0, "GET", "/api/v1/nodes?fieldSelector=metadata.name%3Dgpu-0")
+    assert code == 200 and [n["metadata"]["name"] for n in own["items"]] == ["gpu-0"]
+    assert refused("GET", "/apis/storage.k8s.io/v1/csinodes/gpu-1").endswith(
+        "can only access CSINode with the same name as the requesting node")
+    slices = "/apis/resource.k8s.io/v1/resourceslices"
+    assert refused("GET", slices).endswith("can only list/watch/deletecollection resourceslices with nodeName field selector")
+    code, listed = _call(cluster, gpu0, "GET", f"{slices}?fieldSelector=spec.nodeName%3Dgpu-0")
+    assert code == 200 and listed["items"] and {s["spec"]["nodeName"] for s in listed["items"]} == {"gpu-0"}
+    others = cluster.kubectl_json("get", "resourceslices", "--field-selector=spec.nodeName=gpu-1")["items"]
+    assert refused("DELETE", f"{slices}/{others[0]['metadata']['name']}").endswith(
+        "no relationship found between node 'gpu-0' and this object")
+    stolen = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "gpu-1-stolen"},
+              "spec": {"driver": "gpu.nanokube.io", "nodeName": "gpu-1",
+                       "pool": {"name": "gpu-1", "generation": 1, "resourceSliceCount": 1}, "devices": []}}
+    assert refused("POST", slices, stolen) == ('resourceslices.resource.k8s.io "gpu-1-stolen" is forbidden: can only '
+                                               "create ResourceSlice with the same NodeName as the requesting node")
+
+    for change, why in ((None, "is not allowed to modify labels: node-restriction.kubernetes.io/trusted"),
+                        ({"taints": [{"key": "x", "effect": "NoSchedule"}]}, 'node "gpu-0" is not allowed to modify taints')):
+        body = {"spec": change} if change else {"metadata": {"labels": {"node-restriction.kubernetes.io/trusted": "yes"}}}
+        assert refused("PATCH", "/api/v1/nodes/gpu-0", body) == f'nodes "gpu-0" is forbidden: {why}'
+    assert _call(cluster, gpu0, "PATCH", "/api/v1/nodes/gpu-0", {"metadata": {"labels": {"example.com/own": "y"}}})[0] == 200
+
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([_bound_pod("here", "gpu-0"), _bound_pod("there", "gpu-1")]))
+    there = cluster.kubectl_json("get", "pod", "there")
+    assert refused("DELETE", "/api/v1/namespaces/default/pods/there") == (
+        'pods "there" is forbidden: node "gpu-0" can only delete pods with spec.nodeName set to itself')
+    assert refused("POST", "/api/v1/namespaces/default/pods/there/eviction",
+                   {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "there"}}) == (
+        'pods "there" is forbidden: node gpu-0 can only evict pods with spec.nodeName set to itself')
+    # the default service account is here's too, so the Node authorizer allows the request; its binding is refused
+    token = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+        "audiences": [], "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "there",
+                                            "uid": there["metadata"]["uid"]}}}
+    assert refused("POST", "/api/v1/namespaces/default/serviceaccounts/default/token", token) == (
+        'serviceaccounts "default" is forbidden: node requested token bound to a pod scheduled on a different node')
+    assert cluster.kubectl_json("get", "pod", "there")["metadata"]["uid"] == there["metadata"]["uid"]
 
 
 def test_an_admins_binding_grants_a_node_what_the_node_authorizer_refused(cluster, gpu0):

@@ -230,11 +230,13 @@ class Admission:
     def _mutate_builtin(self, a: Attributes) -> None:
         """The in-tree mutating plugins of a write the ServiceAccount plugin does not admit."""
         if a.operation == "DELETE":
-            self.plugins.mutate_delete(a.res, a.name, a.opts)
+            self.plugins.mutate_delete(a.res, a.name, a.opts, a.old)
         elif a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts, a.subresource, a.namespace)
             for p in self._plugins_for(a.res)[0]:
                 p.mutate(a)
+        elif a.operation == "CREATE" and a.sub_kind is not None:
+            self.plugins.mutate_subresource(a.res, a.subresource, a.namespace, a.name, a.opts)
 
     def _plugins_for(self, res: Resource) -> tuple[list, list]:
         kind = (res.group, res.plural)

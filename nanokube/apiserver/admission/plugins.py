@@ -12,7 +12,8 @@ from ...registry.base import Resource
 from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
-from ..auth.restriction import attest, certificate_signers, node_restriction, own_csinode, pod_certificate_signer
+from ..auth.restriction import (attest, certificate_signers, node_deletion, node_eviction, node_restriction,
+                                pod_certificate_signer)
 from .lookup import Listing
 
 #: NamespaceLifecycle refuses to delete these
@@ -71,13 +72,19 @@ class BuiltinPlugins:
         if res.group == "" and res.plural == "pods" and op == "UPDATE" and not subresource and old is not None:
             _keep_priority(obj, old)
 
-    def mutate_delete(self, res: Resource, name: str, opts=None) -> None:
-        """The in-tree mutating plugins on a DELETE: NamespaceLifecycle keeps the immortal namespaces;
-        NodeRestriction lets a node delete only its own CSINode."""
+    def mutate_delete(self, res: Resource, name: str, opts=None, old: dict | None = None) -> None:
+        """The in-tree mutating plugins on a DELETE of `old`: NamespaceLifecycle keeps the immortal
+        namespaces; NodeRestriction lets a node delete only its own pods, CSINode, Lease and ResourceSlices."""
         if res.group == "" and res.plural == "namespaces" and name in IMMORTAL_NAMESPACES:
             raise errors.forbidden("", "namespaces", name, "this namespace may not be deleted")
-        if res.group == "storage.k8s.io" and res.plural == "csinodes" and opts is not None:
-            own_csinode(name, opts.user)
+        if opts is not None and old is not None:
+            node_deletion(self._lookup, res.group, res.plural, old, opts.user)
+
+    def mutate_subresource(self, res: Resource, subresource: str, namespace: str, name: str, opts) -> None:
+        """The in-tree mutating plugins on a create through a subresource that takes an object of its
+        own: NodeRestriction lets a node evict only its own pods."""
+        if res.group == "" and res.plural == "pods" and subresource == "eviction":
+            node_eviction(self._lookup, namespace, name, opts.user)
 
     def validate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         """The in-tree validating plugins, on the final object."""

@@ -35,7 +35,8 @@ class Attributes(NamedTuple):
     subresource: str = ""
     namespace: str = ""
     name: str = ""
-    #: the request's fieldSelector, which the node authorizer requires on a node's lists
+    #: the request's fieldSelector (a list's, watch's or deletecollection's), which the node authorizer
+    #: requires on a node's lists
     field_selector: str = ""
 
 
@@ -95,8 +96,9 @@ def attributes_for(method: str, path: str, query) -> Attributes:
         verb = "delete" if name else "deletecollection"
     else:
         verb = _VERBS.get(method, "")  # OPTIONS and the like: no verb, which only "*" grants
-    fields = query.get("fieldSelector", "") if verb in ("list", "watch") else ""
-    if fields and not name:
+    # (a deletecollection's selector is judged too: the Node authorizer's of ResourceSlices)
+    fields = query.get("fieldSelector", "") if verb in ("list", "watch", "deletecollection") else ""
+    if fields and not name and verb != "deletecollection":
         name = _selected_name(fields)
     return Attributes(verb, path, True, group, version, resource, subresource, namespace, name, fields)
 

@@ -2,13 +2,15 @@
 in group `system:nodes`) reach what its pods need.
 
 As upstream's, it holds the `system:node` role's rules itself (the default
-`system:node` binding names nobody): it allows a node what those rules grant,
-after checking the objects it governs by their relation to the node (the
-secrets, configmaps, claims and volumes of its pods, its own Node and Lease...).
-What it does not allow it has no opinion on, so RBAC is asked next and grants
-a node what an admin bound it. Other members of `system:nodes` (the in-process
-node agents act as one such user, bound by `nanokube:node-agents`) are left to
-RBAC. Reads go to the API server's watch cache; the pod scan per request is
+`system:node` binding names nobody). The kinds it governs it judges by their
+relation to the node alone (the pods on it and the secrets, configmaps, claims,
+volumes and service accounts they use; its own Node, Lease, CSINode and
+ResourceSlices); anything else it allows as those rules do. What it does not
+allow it has no opinion on, so RBAC is asked next and grants a node what an
+admin bound it. Other members of `system:nodes` (the in-process node agents act
+as one such user, `system:node-agents`, bound to the `system:node` role by
+`nanokube:node-agents`: one identity for the many nodes of a process) are left
+to RBAC. Reads go to the API server's watch cache; the pod scan per request is
 affordable because only node credentials pay for it.
 """
 
@@ -64,6 +66,8 @@ def referenced(pod: dict, kind: str) -> set[str]:
         out |= {s.get("name", "") for s in spec.get("imagePullSecrets") or []}
     if kind == "persistentvolumeclaims":  # generic ephemeral volumes' claims
         out |= {f"{pod['metadata']['name']}-{v['name']}" for v in spec.get("volumes") or [] if v.get("ephemeral")}
+    if kind == "serviceaccounts":
+        out.add(spec.get("serviceAccountName") or "default")
     if kind == "resourceclaims":
         out |= {s.get("resourceClaimName", "") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
         out |= {c.get("resourceClaimName", "") for c in spec.get("resourceClaims") or []}
@@ -73,7 +77,13 @@ def referenced(pod: dict, kind: str) -> set[str]:
 
 class NodeAuthorizer:
     """`authorize` allows, refuses with why, or returns None (no opinion, no reason): a refusal is
-    no opinion too, upstream's NoOpinion, which leaves the request to the next authorizer."""
+    no opinion too, upstream's NoOpinion, which leaves the request to the next authorizer.
+
+    As upstream's with AuthorizeNodeWithSelectors (locked on since 1.34), it judges every request
+    of a node for the kinds it governs itself, without the system:node rules: pods, nodes and
+    ResourceSlices read only through a field selector naming the node (or by the name of a related
+    one), what pods use only when a pod of the node uses it, its own Lease and CSINode only. The
+    system:node rules decide the rest."""
 
     def __init__(self, get: Callable[[str, str, str, str], dict | None],
                  pods: Callable[[str | None], Iterable[dict]]):
@@ -84,18 +94,17 @@ class NodeAuthorizer:
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision | None:
         node = node_of(user_name, groups)
-        if not node or not a.resource_request:
+        if not node:
             return None
-        rule = _RULES.get((a.group, a.resource))
-        if rule is not None and (refused := rule(self, node, a)) is not None:
-            return refused
+        if a.resource_request and (rule := _RULES.get((a.group, a.resource))) is not None:
+            return rule(self, node, a)
         return _ALLOWED if any(rule_allows(r, a) for r in NODE_RULES) else None
 
     @staticmethod
     def _deny(node: str, reason: str = "") -> Decision:
         return Decision(False, reason or NO_RELATION.format(node=node))
 
-    def _on_node(self, node: str, namespace: str) -> list[dict]:
+    def _on_node(self, node: str, namespace: str | None) -> list[dict]:
         return [p for p in self.pods(namespace) if (p.get("spec") or {}).get("nodeName") == node]
 
     @staticmethod
@@ -108,26 +117,57 @@ class NodeAuthorizer:
             return False
 
     def pods_rule(self, node: str, a: Attributes) -> Decision | None:
-        if a.verb in ("list", "watch"):
-            if self._selects_node(node, a, "spec.nodeName"):
-                return None
-            return self._deny(node, "can only list/watch pods with spec.nodeName field selector")
-        if a.verb == "create" and not a.subresource:
-            return None
-        pod = self.get("", "pods", a.namespace, a.name) if a.name else None
-        if pod is None:
-            return self._deny(node) if a.verb == "get" else None
-        if (pod.get("spec") or {}).get("nodeName") != node:
-            if a.verb == "delete" and not a.subresource:
-                return self._deny(node, f"node '{node}' can only delete pods with spec.nodeName set to itself")
-            return self._deny(node)
-        return None
+        """authorizePod: reads of its pods (one by name, or the list or watch of spec.nodeName=<node>);
+        create and delete (mirror pods), status writes and evictions, which NodeRestriction confines
+        to the node's own pods."""
+        if not a.subresource:
+            if a.verb == "get":
+                return self._get_only(node, a) or self._pod_on_node(node, a)
+            if a.verb in ("list", "watch"):
+                if self._selects_node(node, a, "spec.nodeName"):
+                    return _ALLOWED
+                if a.name:
+                    return self._pod_on_node(node, a)
+                return self._deny(node, "can only list/watch pods with spec.nodeName field selector")
+            if a.verb in ("create", "delete"):
+                return _ALLOWED
+        elif (a.subresource == "status" and a.verb in ("update", "patch")) or \
+                (a.subresource == "eviction" and a.verb == "create"):
+            return _ALLOWED
+        return _NO_OPINION
+
+    def _pod_on_node(self, node: str, a: Attributes) -> Decision:
+        if not a.name:
+            return self._deny(node, "No Object name found")
+        pod = self.get("", "pods", a.namespace, a.name)
+        return _ALLOWED if pod is not None and (pod.get("spec") or {}).get("nodeName") == node else self._deny(node)
+
+    def nodes_rule(self, node: str, a: Attributes) -> Decision | None:
+        """authorizeNode: a node reads only its own Node (by name, or listed or watched by its
+        metadata.name, before it exists too); its writes are NodeRestriction's to confine."""
+        if not a.subresource:
+            if a.verb in ("create", "update", "patch"):
+                return _ALLOWED
+            if a.verb in ("get", "list", "watch"):
+                if a.name == node:
+                    return _ALLOWED
+                if not a.name:
+                    return self._deny(node, f"node '{node}' cannot read all nodes, only its own Node object")
+                return self._deny(node, f"node '{node}' cannot read '{a.name}', only its own Node object")
+        elif a.subresource == "status" and a.verb in ("update", "patch"):
+            return _ALLOWED
+        return _NO_OPINION
 
     def referenced_rule(self, node: str, a: Attributes) -> Decision | None:
-        """A node reads (get, or list/watch of one by its metadata.name, which the request's
-        attributes take as its name: the kubelet's watch of a volume's object) what its pods use."""
-        if a.verb not in ("get", "list", "watch") or not a.name:
-            return self._deny(node)
+        """authorizeReadNamespacedObject: a node reads (get, or list/watch of one by its metadata.name,
+        which the request's attributes take as its name: the kubelet's watch of a volume's object)
+        the secrets and configmaps its pods use."""
+        if a.verb not in ("get", "list", "watch"):
+            return self._deny(node, "can only read resources of this type")
+        if a.subresource:
+            return self._deny(node, "cannot read subresource")
+        if not a.namespace:
+            return self._deny(node, "can only read namespaced object of this type")
         return self._referenced(node, a)
 
     def _referenced(self, node: str, a: Attributes) -> Decision | None:
@@ -135,7 +175,7 @@ class NodeAuthorizer:
             return self._deny(node, "No Object name found")
         for pod in self._on_node(node, a.namespace):
             if a.name in referenced(pod, a.resource):
-                return None
+                return _ALLOWED
         return self._deny(node)
 
     def _get_only(self, node: str, a: Attributes) -> Decision | None:
@@ -145,6 +185,10 @@ class NodeAuthorizer:
         if a.subresource:
             return self._deny(node, "cannot get subresource")
         return None
+
+    def resource_claims_rule(self, node: str, a: Attributes) -> Decision | None:
+        """A node gets the ResourceClaims its pods use (authorizeGet)."""
+        return self._get_only(node, a) or self._referenced(node, a)
 
     def claims_rule(self, node: str, a: Attributes) -> Decision | None:
         """A node reads the claims its pods use (authorizeGet), and updates or patches their
@@ -166,7 +210,7 @@ class NodeAuthorizer:
             for claim in referenced(pod, "persistentvolumeclaims"):
                 pvc = self.get("", "persistentvolumeclaims", ns, claim)
                 if pvc is not None and (pvc.get("spec") or {}).get("volumeName") == a.name:
-                    return None
+                    return _ALLOWED
         return self._deny(node)
 
     def attachment_rule(self, node: str, a: Attributes) -> Decision | None:
@@ -176,39 +220,79 @@ class NodeAuthorizer:
         if not a.name:
             return self._deny(node, "No Object name found")
         va = self.get("storage.k8s.io", "volumeattachments", "", a.name)
-        return None if va is not None and (va.get("spec") or {}).get("nodeName") == node else self._deny(node)
+        return _ALLOWED if va is not None and (va.get("spec") or {}).get("nodeName") == node else self._deny(node)
 
     def service_account_rule(self, node: str, a: Attributes) -> Decision | None:
-        if a.subresource != "token":
-            return None
-        for pod in self._on_node(node, a.namespace):
-            if ((pod.get("spec") or {}).get("serviceAccountName") or "default") == a.name:
-                return None
-        return self._deny(node)
-
-    def nodes_rule(self, node: str, a: Attributes) -> Decision | None:
-        if a.verb in _WRITES and a.name and a.name != node:
-            return self._deny(node, f"node '{node}' is not allowed to modify node '{a.name}'")
-        return None
+        """authorizeServiceAccount: a node gets the service accounts of its pods (their UIDs go into
+        its pods' certificate requests) and creates their tokens, nothing else of them."""
+        if a.verb == "get" and not a.subresource:
+            return self.referenced_rule(node, a)
+        if a.verb != "create" or a.subresource != "token" or not a.name:
+            return self._deny(node, "can only create tokens for individual service accounts")
+        return self._referenced(node, a)
 
     def leases_rule(self, node: str, a: Attributes) -> Decision | None:
-        if a.namespace == LEASE_NAMESPACE and a.name and a.name != node:
+        """authorizeLease: its own Lease in kube-node-lease (created under any name: NodeRestriction
+        checks the name the body gives)."""
+        if a.verb not in _OWN_VERBS:
+            return self._deny(node, "can only get, create, update, patch, or delete a node lease")
+        if a.namespace != LEASE_NAMESPACE:
+            return self._deny(node, f'can only access leases in the "{LEASE_NAMESPACE}" system namespace')
+        if a.verb != "create" and a.name != node:
             return self._deny(node, "can only access node lease with the same name as the requesting node")
-        return None
+        return _ALLOWED
+
+    def csinode_rule(self, node: str, a: Attributes) -> Decision | None:
+        """authorizeCSINode: its own CSINode (created under any name: NodeRestriction checks it)."""
+        if a.verb not in _OWN_VERBS:
+            return self._deny(node, "can only get, create, update, patch, or delete a CSINode")
+        if a.subresource:
+            return self._deny(node, "cannot authorize CSINode subresources")
+        if a.verb != "create" and a.name != node:
+            return self._deny(node, "can only access CSINode with the same name as the requesting node")
+        return _ALLOWED
+
+    def resource_slice_rule(self, node: str, a: Attributes) -> Decision | None:
+        """authorizeResourceSlice: the slices whose spec.nodeName is the node, one by name or all
+        of them through that field selector; a create is NodeRestriction's to check, as is each
+        slice a deletecollection removes."""
+        if a.subresource:
+            return self._deny(node, "cannot authorize ResourceSlice subresources")
+        if a.verb == "create":
+            return _ALLOWED
+        if a.verb in ("get", "update", "patch", "delete"):
+            if not a.name:
+                return self._deny(node, "No Object name found")
+            found = self.get("resource.k8s.io", "resourceslices", "", a.name)
+            return _ALLOWED if found is not None and (found.get("spec") or {}).get("nodeName") == node \
+                else self._deny(node)
+        if a.verb in ("list", "watch", "deletecollection"):
+            if self._selects_node(node, a, "spec.nodeName"):
+                return _ALLOWED
+            return self._deny(node, "can only list/watch/deletecollection resourceslices with nodeName field selector")
+        return self._deny(node, "only the following verbs are allowed for a ResourceSlice: get, watch, list, create, "
+                                "update, patch, delete, deletecollection")
 
     def pod_certificate_rule(self, node: str, a: Attributes) -> Decision | None:
+        """A node creates requests for its pods (NodeRestriction checks the pod), reads and
+        deletes its own, and lists or watches them through spec.nodeName=<node>."""
         if a.subresource:
             return self._deny(node)
         if a.verb in ("list", "watch"):
             if self._selects_node(node, a, "spec.nodeName"):
-                return None
+                return _ALLOWED if any(rule_allows(r, a) for r in NODE_RULES) else None
             return self._deny(node, "can only list/watch podcertificaterequests with spec.nodeName field selector")
         if a.verb in ("get",) + _WRITES:
             pcr = self.get("certificates.k8s.io", "podcertificaterequests", a.namespace, a.name)
             if pcr is None or (pcr.get("spec") or {}).get("nodeName") != node:
                 return self._deny(node)
-        return None
+        return _ALLOWED if any(rule_allows(r, a) for r in NODE_RULES) else None
 
+
+#: the verbs a node has on its own Lease and CSINode
+_OWN_VERBS = ("get", "create", "update", "patch", "delete")
+#: no opinion and no reason: upstream's NoOpinion with an empty reason, which adds nothing to a refusal
+_NO_OPINION = Decision(False)
 
 _RULES = {
     ("", "pods"): NodeAuthorizer.pods_rule,
@@ -217,10 +301,12 @@ _RULES = {
     ("", "persistentvolumeclaims"): NodeAuthorizer.claims_rule,
     ("", "persistentvolumes"): NodeAuthorizer.volume_rule,
     ("storage.k8s.io", "volumeattachments"): NodeAuthorizer.attachment_rule,
-    ("resource.k8s.io", "resourceclaims"): NodeAuthorizer.referenced_rule,
+    ("resource.k8s.io", "resourceclaims"): NodeAuthorizer.resource_claims_rule,
     ("", "serviceaccounts"): NodeAuthorizer.service_account_rule,
     ("", "nodes"): NodeAuthorizer.nodes_rule,
     ("coordination.k8s.io", "leases"): NodeAuthorizer.leases_rule,
+    ("storage.k8s.io", "csinodes"): NodeAuthorizer.csinode_rule,
+    ("resource.k8s.io", "resourceslices"): NodeAuthorizer.resource_slice_rule,
     ("certificates.k8s.io", "podcertificaterequests"): NodeAuthorizer.pod_certificate_rule,
 }
 

@@ -1,6 +1,8 @@
 """Admission checks that follow from who is asking: NodeRestriction (a node
-writes only its own Node, Lease, CSINode and pods, of its pods' claims only the
-resize status, and requests pod certificates only for its own running pods),
+writes only its own Node, and of it neither its taints nor the labels kept from
+kubelets; its own Lease, CSINode and ResourceSlices; mirror pods bound to it and
+referencing nothing; the status of its pods, evictions of them; of its pods'
+claims only the resize status; pod certificates only for its own running pods),
 ClusterTrustBundleAttest (a bundle linked to a signer needs `attest` on that
 signer), CertificateApproval and CertificateSigning (`approve` and `sign` on a
 CertificateSigningRequest's signer)."""
@@ -12,11 +14,12 @@ import json
 from ...machinery import errors
 from ...machinery.validation import forbidden
 from .authorizer import Attributes, decide
-from .node import LEASE_NAMESPACE, node_of
+from .node import LEASE_NAMESPACE, node_of, referenced
 
 MIRROR = "kubernetes.io/config.mirror"
 CERTS = "certificates.k8s.io"
 STORAGE = "storage.k8s.io"
+RESOURCE = "resource.k8s.io"
 
 
 def _forbidden(group: str, plural: str, obj: dict, why: str) -> errors.APIError:
@@ -31,31 +34,200 @@ def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: d
     if not node:
         return
     md = obj.get("metadata") or {}
-    if group == "" and plural == "nodes" and md.get("name") != node:
-        raise _forbidden(group, plural, obj, f'node "{node}" is not allowed to modify node "{md.get("name", "")}"')
-    if group == "coordination.k8s.io" and plural == "leases" and md.get("namespace") == LEASE_NAMESPACE \
-            and md.get("name") != node:
-        raise _forbidden(group, plural, obj, "can only access node lease with the same name as the requesting node")
+    if group == "" and plural == "nodes":
+        _node(node, op, obj, old)
+    if group == "coordination.k8s.io" and plural == "leases":
+        _own_lease(node, md.get("namespace", ""), md.get("name", ""))
     if group == "" and plural == "pods":
-        _pod(node, op, obj, old)
+        _pod(lookup, node, op, subresource, obj, old)
     if group == "" and plural == "persistentvolumeclaims":
         _claim_status(node, op, subresource, obj, old)
     if group == STORAGE and plural == "csinodes":
         own_csinode(md.get("name", ""), user)
+    if group == RESOURCE and plural == "resourceslices" and op == "CREATE" \
+            and (obj.get("spec") or {}).get("nodeName") != node:
+        raise _forbidden(group, plural, obj, "can only create ResourceSlice with the same NodeName as the requesting node")
     if group == CERTS and plural == "podcertificaterequests" and op == "CREATE":
         _pod_certificate_request(lookup, node, obj)
 
 
-def _pod(node: str, op: str, obj: dict, old: dict | None) -> None:
+def node_deletion(lookup, group: str, plural: str, obj: dict, user) -> None:
+    """NodeRestriction on a DELETE of `obj` (each of a deletecollection's too): a node deletes only
+    its own pods (mirror pods), CSINode, Lease and ResourceSlices."""
+    node = node_of(user.name, user.groups)
+    if not node:
+        return
+    md = obj.get("metadata") or {}
+    if group == "" and plural == "pods" and (obj.get("spec") or {}).get("nodeName") != node:
+        raise _forbidden(group, plural, obj, f'node "{node}" can only delete pods with spec.nodeName set to itself')
+    if group == STORAGE and plural == "csinodes":
+        own_csinode(md.get("name", ""), user)
+    if group == "coordination.k8s.io" and plural == "leases":
+        _own_lease(node, md.get("namespace", ""), md.get("name", ""))
+    if group == RESOURCE and plural == "resourceslices" and (obj.get("spec") or {}).get("nodeName") != node:
+        raise _forbidden(group, plural, obj, "can only delete ResourceSlice with the same NodeName as the requesting node")
+
+
+def node_eviction(lookup, namespace: str, name: str, user) -> None:
+    """admitPodEviction: a node evicts only pods bound to it."""
+    node = node_of(user.name, user.groups)
+    if not node:
+        return
+    pod = lookup("", "pods", namespace, name)
+    if pod is None:
+        raise errors.not_found("", "pods", name)
+    if (pod.get("spec") or {}).get("nodeName") != node:
+        raise errors.forbidden("", "pods", name, f"node {node} can only evict pods with spec.nodeName set to itself")
+
+
+def node_token_request(lookup, namespace: str, name: str, request: dict, user) -> None:
+    """admitServiceAccount: a node's TokenRequest is bound to a pod (by name and UID) that is bound
+    to the node, so a node mints tokens only for what runs on it."""
+    node = node_of(user.name, user.groups)
+    if not node:
+        return
+    ref = (request.get("spec") or {}).get("boundObjectRef") or {}
+    if (ref.get("apiVersion"), ref.get("kind")) != ("v1", "Pod") or not ref.get("name"):
+        raise errors.forbidden("", "serviceaccounts", name, "node requested token not bound to a pod")
+    if not ref.get("uid"):
+        raise errors.forbidden("", "serviceaccounts", name, "node requested token with a pod binding without a uid")
+    pod = lookup("", "pods", namespace, ref["name"])
+    if pod is None:
+        raise errors.not_found("", "pods", ref["name"])
+    if pod["metadata"].get("uid") != ref["uid"]:
+        raise errors.forbidden("", "serviceaccounts", name, f"the UID in the bound object reference ({ref['uid']}) does "
+                                                            "not match the UID in record. The object might have been "
+                                                            "deleted and then recreated")
+    if (pod.get("spec") or {}).get("nodeName") != node:
+        raise errors.forbidden("", "serviceaccounts", name, "node requested token bound to a pod scheduled on a "
+                                                            "different node")
+
+
+def _own_lease(node: str, namespace: str, name: str) -> None:
+    """admitLease: only the node's own Lease, in kube-node-lease."""
+    if namespace != LEASE_NAMESPACE:
+        raise errors.forbidden("coordination.k8s.io", "leases", name,
+                               f'can only access leases in the "{LEASE_NAMESPACE}" system namespace')
+    if name != node:
+        raise errors.forbidden("coordination.k8s.io", "leases", name,
+                               "can only access node lease with the same name as the requesting node")
+
+
+#: the labels a kubelet sets on its Node (IsKubeletLabel), and the label namespaces it may use
+_KUBELET_LABELS = frozenset(("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",
+                             "beta.kubernetes.io/os", "beta.kubernetes.io/arch", "topology.kubernetes.io/zone",
+                             "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+                             "failure-domain.beta.kubernetes.io/region", "node.kubernetes.io/instance-type",
+                             "beta.kubernetes.io/instance-type"))
+_KUBELET_LABEL_DOMAINS = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _in_domain(prefix: str, *domains: str) -> bool:
+    return any(prefix == d or prefix.endswith("." + d) for d in domains)
+
+
+def _forbidden_labels(labels: dict, before: dict) -> list[str]:
+    """Of the labels added, removed or changed, those a node may not touch: node-restriction.kubernetes.io
+    ones (what steers privileged workloads to a node), and kubernetes.io and k8s.io ones a kubelet
+    does not set."""
+    changed = {k for k in labels.keys() | before.keys() if labels.get(k) != before.get(k) or (k in labels) != (k in before)}
+    out = []
+    for key in changed:
+        prefix = key.split("/", 1)[0] if "/" in key else ""
+        if _in_domain(prefix, "node-restriction.kubernetes.io") or (
+                _in_domain(prefix, "kubernetes.io", "k8s.io") and key not in _KUBELET_LABELS
+                and not _in_domain(prefix, *_KUBELET_LABEL_DOMAINS)):
+            out.append(key)
+    return sorted(out)
+
+
+def _node(node: str, op: str, obj: dict, old: dict | None) -> None:
+    """admitNode: a node registers and updates only its own Node, which may not name a
+    configSource, nor change its taints or the labels `_forbidden_labels` keeps."""
+    md, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    name = md.get("name", "")
+    if name != node:
+        raise _forbidden("", "nodes", obj, f'node "{node}" is not allowed to modify node "{name}"')
     if op == "CREATE":
-        if MIRROR not in ((obj.get("metadata") or {}).get("annotations") or {}):
-            raise _forbidden("", "pods", obj, f'pod does not have "{MIRROR}" annotation, node "{node}" can only '
-                                              "create mirror pods")
-        if (obj.get("spec") or {}).get("nodeName") != node:
-            raise _forbidden("", "pods", obj, f'node "{node}" can only create pods with spec.nodeName set to itself')
-    elif ((old or {}).get("spec") or {}).get("nodeName") != node:
+        if spec.get("configSource") is not None:
+            raise _forbidden("", "nodes", obj, f'node "{node}" is not allowed to create pods with a non-nil configSource')
+        if bad := _forbidden_labels(md.get("labels") or {}, {}):
+            raise _forbidden("", "nodes", obj, f'node "{node}" is not allowed to set the following labels: '
+                                               f'{", ".join(bad)}')
+    elif op == "UPDATE":
+        was = (old or {}).get("spec") or {}
+        if spec.get("configSource") is not None and spec["configSource"] != was.get("configSource"):
+            raise _forbidden("", "nodes", obj, f'node "{node}" is not allowed to update configSource to a new '
+                                               "non-nil configSource")
+        if (spec.get("taints") or []) != (was.get("taints") or []):
+            raise _forbidden("", "nodes", obj, f'node "{node}" is not allowed to modify taints')
+        if bad := _forbidden_labels(md.get("labels") or {}, ((old or {}).get("metadata") or {}).get("labels") or {}):
+            raise _forbidden("", "nodes", obj, f'is not allowed to modify labels: {", ".join(bad)}')
+
+
+def _pod(lookup, node: str, op: str, subresource: str, obj: dict, old: dict | None) -> None:
+    if subresource == "status":
+        _pod_status(node, obj, old or {})
+    elif subresource:
+        raise _forbidden("", "pods", obj, f"unexpected pod subresource \"{subresource}\", only 'status' and "
+                                          "'eviction' are allowed")
+    elif op == "CREATE":
+        _mirror_pod(lookup, node, obj)
+    else:
+        raise _forbidden("", "pods", obj, f'unexpected operation "{op}", node "{node}" can only create and delete '
+                                          "mirror pods")
+
+
+def _pod_status(node: str, obj: dict, old: dict) -> None:
+    """admitPodStatus: the status of its own pods, neither their labels nor which claims they use."""
+    if (old.get("spec") or {}).get("nodeName") != node:
         raise _forbidden("", "pods", obj, f'node "{node}" can only update pod status for pods with spec.nodeName '
                                           "set to itself")
+    if ((old.get("metadata") or {}).get("labels") or {}) != ((obj.get("metadata") or {}).get("labels") or {}):
+        raise _forbidden("", "pods", obj, f'node "{node}" cannot update labels through pod status')
+    claims = [[(s.get("name"), s.get("resourceClaimName")) for s in (p.get("status") or {}).get("resourceClaimStatuses")
+               or []] for p in (old, obj)]
+    if claims[0] != claims[1]:
+        raise _forbidden("", "pods", obj, f'node "{node}" cannot update resource claim statues')
+
+
+def _mirror_pod(lookup, node: str, pod: dict) -> None:
+    """admitPodCreate: a node creates only mirror pods bound to it, owned (as their controller) by
+    its Node, that reference no service account, secret, configmap, trust bundle or claim."""
+    md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+
+    def refuse(why: str) -> errors.APIError:
+        return _forbidden("", "pods", pod, why)
+
+    if MIRROR not in (md.get("annotations") or {}):
+        raise refuse(f'pod does not have "{MIRROR}" annotation, node "{node}" can only create mirror pods')
+    if spec.get("nodeName") != node:
+        raise refuse(f'node "{node}" can only create pods with spec.nodeName set to itself')
+    owners = md.get("ownerReferences") or []
+    if len(owners) > 1:
+        raise refuse(f'node "{node}" can only create pods with a single owner reference set to itself')
+    if not owners or (owners[0].get("apiVersion"), owners[0].get("kind"), owners[0].get("name")) != ("v1", "Node", node):
+        raise refuse(f'node "{node}" can only create pods with an owner reference set to itself')
+    owner = owners[0]
+    if not owner.get("controller"):
+        raise refuse(f'node "{node}" can only create pods with a controller owner reference set to itself')
+    if owner.get("blockOwnerDeletion"):
+        raise refuse(f'node "{node}" must not set blockOwnerDeletion on an owner reference')
+    registered = lookup("", "nodes", "", node)
+    if registered is None:
+        raise errors.not_found("", "nodes", node)
+    if owner.get("uid") != registered["metadata"].get("uid"):
+        raise refuse(f"node {node} UID mismatch: expected {owner.get('uid', '')} got {registered['metadata'].get('uid', '')}")
+    if spec.get("serviceAccountName"):
+        raise refuse(f'node "{node}" can not create pods that reference a service account')
+    for kind in ("secrets", "configmaps"):
+        if referenced(pod, kind):
+            raise refuse(f'node "{node}" can not create pods that reference {kind}')
+    volumes = spec.get("volumes") or []
+    if any(src.get("clusterTrustBundle") for v in volumes for src in (v.get("projected") or {}).get("sources") or []):
+        raise refuse(f'node "{node}" can not create pods that reference clustertrustbundles')
+    if any(v.get("persistentVolumeClaim") for v in volumes):
+        raise refuse(f'node "{node}" can not create pods that reference persistentvolumeclaims')
 
 
 def own_csinode(name: str, user) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from nanokube.apiserver.auth.authorizer import Attributes, Decision, attributes_for
 from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of, referenced
-from nanokube.apiserver.auth.restriction import attest as attest_async, node_restriction
+from nanokube.apiserver.auth.restriction import attest as attest_async, node_deletion, node_restriction
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.user import User
 
@@ -26,6 +26,8 @@ OBJECTS = {("", "pods", "default", p["metadata"]["name"]): p for p in PODS} | {
     ("", "serviceaccounts", "default", "builder"): {"metadata": {"name": "builder", "uid": "sa1"}},
     ("", "nodes", "", "gpu-0"): {"metadata": {"name": "gpu-0", "uid": "n0"}},
     ("certificates.k8s.io", "podcertificaterequests", "default", "req-a"): {"spec": {"nodeName": "gpu-1"}},
+    ("resource.k8s.io", "resourceslices", "", "gpu-0-gpu"): {"spec": {"nodeName": "gpu-0"}},
+    ("resource.k8s.io", "resourceslices", "", "gpu-1-gpu"): {"spec": {"nodeName": "gpu-1"}},
 }
 
 
@@ -66,8 +68,14 @@ def test_node_identity_needs_the_group():
     ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-0 "}, False),  # values are not trimmed
     ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-0,bad"}, False),  # nor judged if it does not parse
     ("GET", "/api/v1/pods", {}, False),
-    ("PATCH", "/api/v1/namespaces/default/pods/db/status", {}, False),
-    ("DELETE", "/api/v1/namespaces/default/pods/db", {}, False),
+    # a status write, a delete or an eviction is NodeRestriction's to confine to the node's own pods
+    ("PATCH", "/api/v1/namespaces/default/pods/db/status", {}, True),
+    ("DELETE", "/api/v1/namespaces/default/pods/db", {}, True),
+    ("POST", "/api/v1/namespaces/default/pods/db/eviction", {}, True),
+    ("PATCH", "/api/v1/namespaces/default/pods/web", {}, False),  # nor a pod's spec, even its own's
+    ("GET", "/api/v1/namespaces/default/pods/web/log", {}, False),
+    ("GET", "/api/v1/namespaces/default/pods", {"fieldSelector": "metadata.name=web"}, True),
+    ("GET", "/api/v1/namespaces/default/pods", {"fieldSelector": "metadata.name=db"}, False),
     ("GET", "/api/v1/namespaces/default/secrets/web-tls", {}, True),
     ("GET", "/api/v1/namespaces/default/secrets/db-pass", {}, False),
     ("GET", "/api/v1/namespaces/default/secrets", {}, False),
@@ -80,13 +88,33 @@ def test_node_identity_needs_the_group():
     ("GET", "/api/v1/namespaces/default/configmaps/web-conf", {}, True),
     ("POST", "/api/v1/namespaces/default/serviceaccounts/builder/token", {}, True),
     ("POST", "/api/v1/namespaces/default/serviceaccounts/default/token", {}, False),
+    ("GET", "/api/v1/namespaces/default/serviceaccounts/builder", {}, True),
+    ("GET", "/api/v1/namespaces/default/serviceaccounts/default", {}, False),
+    ("GET", "/api/v1/namespaces/default/serviceaccounts", {}, False),
     ("PUT", "/api/v1/nodes/gpu-0/status", {}, True),
-    ("PATCH", "/api/v1/nodes/gpu-1/status", {}, False),
+    ("PATCH", "/api/v1/nodes/gpu-1/status", {}, True),  # NodeRestriction refuses it
+    ("DELETE", "/api/v1/nodes/gpu-0", {}, False),
+    ("GET", "/api/v1/nodes/gpu-0", {}, True),
+    ("GET", "/api/v1/nodes/gpu-1", {}, False),
+    ("GET", "/api/v1/nodes", {"fieldSelector": "metadata.name=gpu-0", "watch": "1"}, True),
     ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-1", {}, False),
     ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-0", {}, True),
+    ("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {}, True),
+    ("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {}, False),
+    ("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/gpu-0", {}, False),
+    ("GET", "/apis/storage.k8s.io/v1/csinodes/gpu-0", {}, True),
+    ("GET", "/apis/storage.k8s.io/v1/csinodes/gpu-1", {}, False),
+    ("GET", "/apis/storage.k8s.io/v1/csinodes", {}, False),
+    ("POST", "/apis/resource.k8s.io/v1/resourceslices", {}, True),
+    ("PUT", "/apis/resource.k8s.io/v1/resourceslices/gpu-0-gpu", {}, True),
+    ("DELETE", "/apis/resource.k8s.io/v1/resourceslices/gpu-1-gpu", {}, False),
+    ("GET", "/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=gpu-0"}, True),
+    ("DELETE", "/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=gpu-0"}, True),
+    ("GET", "/apis/resource.k8s.io/v1/resourceslices", {}, False),
+    ("DELETE", "/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=gpu-1"}, False),
     ("GET", "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/req-a", {}, False),
     ("PUT", "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/req-a/status", {}, False),
-    ("GET", "/api/v1/nodes", {}, True),
+    ("GET", "/api/v1/nodes", {}, False),
     ("DELETE", "/api/v1/namespaces/default/services/web", {}, False),  # beyond the system:node role's rules
 ])
 def test_node_confined_to_its_pods(method, path, query, allowed):
@@ -145,8 +173,92 @@ def test_node_restriction_on_nodes_and_pods():
     with pytest.raises(APIError, match="can only create mirror pods"):
         node_restriction(get, "", "pods", "CREATE", {"metadata": {"name": "x"}, "spec": {"nodeName": "gpu-0"}}, None, NODE)
     with pytest.raises(APIError, match="can only update pod status for pods with spec.nodeName set to itself"):
-        node_restriction(get, "", "pods", "UPDATE", PODS[1], PODS[1], NODE)
-    node_restriction(get, "", "pods", "UPDATE", PODS[0], PODS[0], NODE)
+        node_restriction(get, "", "pods", "UPDATE", PODS[1], PODS[1], NODE, "status")
+    node_restriction(get, "", "pods", "UPDATE", PODS[0], PODS[0], NODE, "status")
+    relabelled = {**PODS[0], "metadata": {**PODS[0]["metadata"], "labels": {"role": "admin"}}}
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "", "pods", "UPDATE", relabelled, PODS[0], NODE, "status")
+    assert e.value.message == 'pods "web" is forbidden: node "gpu-0" cannot update labels through pod status'
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "", "pods", "UPDATE", PODS[0], PODS[0], NODE)
+    assert e.value.message == ('pods "web" is forbidden: unexpected operation "UPDATE", node "gpu-0" can only create '
+                               "and delete mirror pods")
+    with pytest.raises(APIError) as e:
+        node_deletion(get, "", "pods", PODS[1], NODE)
+    assert e.value.message == 'pods "db" is forbidden: node "gpu-0" can only delete pods with spec.nodeName set to itself'
+    node_deletion(get, "", "pods", PODS[0], NODE)
+
+
+def _mirror(**md):
+    return {"metadata": {"name": "static-web", "namespace": "default",
+                         "annotations": {"kubernetes.io/config.mirror": "hash"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "gpu-0", "uid": "n0",
+                                              "controller": True}], **md},
+            "spec": {"nodeName": "gpu-0", "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.mark.parametrize("pod,message", [
+    (_mirror(), None),
+    (_mirror(ownerReferences=[]), 'node "gpu-0" can only create pods with an owner reference set to itself'),
+    (_mirror(ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": "gpu-0", "uid": "n0"}]),
+     'node "gpu-0" can only create pods with a controller owner reference set to itself'),
+    (_mirror(ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": "gpu-0", "uid": "stale", "controller": True}]),
+     "node gpu-0 UID mismatch: expected stale got n0"),
+    ({**_mirror(), "spec": {"nodeName": "gpu-0", "volumes": [{"name": "s", "secret": {"secretName": "db-pass"}}]}},
+     'node "gpu-0" can not create pods that reference secrets'),
+    ({**_mirror(), "spec": {"nodeName": "gpu-0", "serviceAccountName": "builder"}},
+     'node "gpu-0" can not create pods that reference a service account'),
+])
+def test_node_creates_only_mirror_pods_it_owns_that_reference_nothing(pod, message):
+    if message is None:
+        node_restriction(get, "", "pods", "CREATE", pod, None, NODE)
+        return
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "", "pods", "CREATE", pod, None, NODE)
+    assert (e.value.code, e.value.message) == (403, f'pods "static-web" is forbidden: {message}')
+
+
+def test_node_may_not_steer_workloads_to_itself():
+    """Its own taints, node-restriction.kubernetes.io labels and the kubernetes.io labels kubelets do
+    not set stay as they are; the labels kubelets set, and any of other domains, it may change."""
+    old = {"metadata": {"name": "gpu-0", "labels": {"kubernetes.io/hostname": "gpu-0"}},
+           "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}}
+
+    def update(labels=None, taints=None):
+        node_restriction(get, "", "nodes", "UPDATE", {"metadata": {"name": "gpu-0", "labels": labels or old["metadata"]["labels"]},
+                                                      "spec": {"taints": old["spec"]["taints"] if taints is None else taints}},
+                         old, NODE, "status")
+
+    update({"kubernetes.io/hostname": "gpu-0", "node.kubernetes.io/instance-type": "h100", "example.com/x": "y"})
+    with pytest.raises(APIError) as e:
+        update(taints=[])
+    assert e.value.message == 'nodes "gpu-0" is forbidden: node "gpu-0" is not allowed to modify taints'
+    with pytest.raises(APIError) as e:
+        update({"node-restriction.kubernetes.io/trusted": "yes", "node-role.kubernetes.io/control-plane": ""})
+    assert e.value.message == ('nodes "gpu-0" is forbidden: is not allowed to modify labels: '  # (hostname's a kubelet's)
+                               "node-restriction.kubernetes.io/trusted, node-role.kubernetes.io/control-plane")
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "", "nodes", "CREATE", {"metadata": {"name": "gpu-0", "labels": {"a.k8s.io/b": "c"}}},
+                         None, NODE)
+    assert e.value.message == 'nodes "gpu-0" is forbidden: node "gpu-0" is not allowed to set the following labels: a.k8s.io/b'
+
+
+def test_node_writes_only_its_own_resource_slices_and_lease():
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "resource.k8s.io", "resourceslices", "CREATE",
+                         {"metadata": {"name": "s"}, "spec": {"nodeName": "gpu-1"}}, None, NODE)
+    assert e.value.message == ('resourceslices.resource.k8s.io "s" is forbidden: can only create ResourceSlice with '
+                               "the same NodeName as the requesting node")
+    node_restriction(get, "resource.k8s.io", "resourceslices", "CREATE",
+                     {"metadata": {"name": "s"}, "spec": {"nodeName": "gpu-0"}}, None, NODE)
+    with pytest.raises(APIError, match="can only delete ResourceSlice with the same NodeName as the requesting node"):
+        node_deletion(get, "resource.k8s.io", "resourceslices", {"metadata": {"name": "t"}, "spec": {"nodeName": "gpu-1"}},
+                      NODE)
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "coordination.k8s.io", "leases", "CREATE",
+                         {"metadata": {"name": "gpu-0", "namespace": "default"}}, None, NODE)
+    assert e.value.message == ('leases.coordination.k8s.io "gpu-0" is forbidden: can only access leases in the '
+                               '"kube-node-lease" system namespace')
 
 
 class Signers:
