@@ -337,9 +337,22 @@ class AuthorizationController(ReloadedConfig):
     def asks_webhooks(self) -> bool:
         return self.authorizer.asks_webhooks
 
-    def rules_for(self, *args):
-        """What SelfSubjectRulesReview lists: RBAC's rules (a webhook's are not enumerable)."""
-        return self.rbac.rules_for(*args)
+    def rules_for(self, user_name: str, groups: tuple[str, ...], namespace: str,
+                  unresolved: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+        """What SelfSubjectRulesReview lists, as upstream's union of the chain's rule resolvers: RBAC's
+        rules only where RBAC is in the chain, everything for AlwaysAllow; AlwaysDeny lists none, and
+        neither the Node authorizer's nor a webhook's rules are enumerable (`unlisted` says so)."""
+        resource: list[dict] = []
+        non_resource: list[dict] = []
+        for kind, _, _ in self.authorizer.chain:
+            if kind == "RBAC":
+                r, n = self.rbac.rules_for(user_name, groups, namespace, unresolved)
+                resource += r
+                non_resource += n
+            elif kind == "AlwaysAllow":
+                resource.append({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})
+                non_resource.append({"verbs": ["*"], "nonResourceURLs": ["*"]})
+        return resource, non_resource
 
     def unlisted(self, user_name: str, groups: tuple[str, ...], rbac: list[str]) -> tuple[bool, list[str]]:
         """(whether the rules listed for a user may be incomplete, the rule resolvers' errors), as

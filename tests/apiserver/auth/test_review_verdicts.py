@@ -190,3 +190,18 @@ async def test_a_failing_webhook_makes_the_websocket_create_check_a_500(tmp_path
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
             "message": f'Post "https://127.0.0.1:{port}/authorize?timeout=3s": dial tcp 127.0.0.1:{port}: '
                        "connect: connection refused"}
+
+
+async def test_a_rules_review_lists_only_the_rules_of_the_configured_chain(tmp_path):
+    """Upstream's union of rule resolvers: RBAC's rules where RBAC is in the chain only (here it is
+    not: none of the defaults RBAC grants system:authenticated is listed), AlwaysAllow's everything."""
+    text = ("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n"
+            "- type: Node\n  name: node\n- type: AlwaysAllow\n  name: open\n")
+    async with served_with(tmp_path, text) as (server, api):
+        status = await rules_review(client.AuthorizationV1Api(api))
+        assert api.sanitize_for_serialization(status) == {
+            "incomplete": False, "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}
+        node = await rules_review(as_user(api, "system:node:n1", NODE_GROUPS))
+        assert (node.incomplete, node.evaluation_error, len(node.resource_rules)) == (
+            True, "node authorizer does not support user rule resolution", 1)
