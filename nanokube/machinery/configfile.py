@@ -11,6 +11,7 @@ logs that text as a warning instead.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import yaml
@@ -118,3 +119,60 @@ def _repeated(loader: Any, root: yaml.Node) -> list[tuple[int, str, str]]:
         stack.extend(reversed(children))
     out.sort(key=lambda f: f[:2])
     return [(line, shown, path) for line, _, shown, path in out]
+
+
+# A file kind's schema, for the two checks below: a dict an object (its fields' schemas by name), a
+# list of one schema a list of such values, str a string, bool a boolean, int an integer.
+
+def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
+    """The paths of the fields `value` holds that `schema` does not name, as the strict decoder
+    reports them (`jwt[0].issuer.urll`)."""
+    out: list[str] = []
+    if isinstance(schema, dict) and isinstance(value, dict):
+        for k, v in value.items():
+            p = f"{path}.{k}" if path else str(k)
+            if k not in schema:
+                out.append(p)
+            elif isinstance(schema[k], (dict, list)):
+                out += unknown_fields(v, schema[k], p)
+    elif isinstance(schema, list) and isinstance(value, list):
+        for i, v in enumerate(value):
+            out += unknown_fields(v, schema[0], f"{path}[{i}]")
+    return out
+
+
+def _json_type(value: Any) -> str:
+    return ("object" if isinstance(value, dict) else "array" if isinstance(value, list) else
+            "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "string")
+
+
+def _fits(value: Any, schema: Any) -> bool:
+    """Whether `value` (not null) has the JSON type `schema` wants; a YAML timestamp is a string, as
+    YAMLToJSON writes it."""
+    if isinstance(schema, dict):
+        return isinstance(value, dict)
+    if isinstance(schema, list):
+        return isinstance(value, list)
+    if schema in (bool, int):
+        return isinstance(value, schema) and (schema is bool or not isinstance(value, bool))
+    return isinstance(value, (str, datetime.date))
+
+
+def mistyped(value: Any, schema: Any, path: str) -> str | None:
+    """The decoder's error for the first field whose value has another JSON type than the field's
+    (`jwt: 5`, `audiences: [1]`), in the shape of Go's UnmarshalTypeError; null fits any field."""
+    if not _fits(value, schema):
+        return _unmarshal(value, schema, path)
+    if isinstance(schema, dict):
+        fields = ((f"{path}.{k}", v, schema[k]) for k, v in value.items() if k in schema)
+    elif isinstance(schema, list):
+        fields = ((f"{path}[{i}]", v, schema[0]) for i, v in enumerate(value))
+    else:
+        return None
+    return next((wrong for p, v, s in fields if v is not None and (wrong := mistyped(v, s, p))), None)
+
+
+def _unmarshal(value: Any, schema: Any, path: str) -> str:
+    want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
+            if isinstance(schema, list) else "bool" if schema is bool else "int32" if schema is int else "string")
+    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {path} of type {want}"

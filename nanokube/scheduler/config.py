@@ -56,6 +56,35 @@ _LEADER_ELECTION_DEFAULTS = {"leaderElect": _LE.leader_elect, "leaseDuration": f
 _CLIENT_CONNECTION_DEFAULTS = {"kubeconfig": "", "acceptContentTypes": "",
                                "contentType": "application/vnd.kubernetes.protobuf", "qps": 50, "burst": 100}
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+#: the JSON types of the file's fields (configfile.mistyped's schema; qps and burst are checked apart:
+#: qps takes a fraction) and of the args of the plugins whose args are decoded here
+_PLUGINS = {"enabled": [{"name": str, "weight": int}], "disabled": [{"name": str, "weight": int}]}
+_SCHEMA = {
+    "parallelism": int, "healthzBindAddress": str, "metricsBindAddress": str, "enableProfiling": bool,
+    "enableContentionProfiling": bool, "percentageOfNodesToScore": int, "podInitialBackoffSeconds": int,
+    "podMaxBackoffSeconds": int, "delayCacheUntilActive": bool, "extenders": [{}],
+    "leaderElection": {"leaderElect": bool, "leaseDuration": str, "renewDeadline": str, "retryPeriod": str,
+                       "resourceLock": str, "resourceName": str, "resourceNamespace": str},
+    "clientConnection": {"kubeconfig": str, "acceptContentTypes": str, "contentType": str},
+    "profiles": [{"schedulerName": str, "percentageOfNodesToScore": int,
+                  "plugins": {point: _PLUGINS for point in (*POINTS, "multiPoint")},
+                  "pluginConfig": [{"name": str, "args": {}}]}],
+}
+_RESOURCES = [{"name": str, "weight": int}]
+_SHAPE = [{"utilization": int, "score": int}]
+_ARG_SCHEMAS = {
+    "NodeResourcesFit": {"ignoredResources": [str], "ignoredResourceGroups": [str], "scoringStrategy": {
+        "type": str, "resources": _RESOURCES, "requestedToCapacityRatio": {"shape": _SHAPE}}},
+    "NodeResourcesBalancedAllocation": {"resources": _RESOURCES},
+    "PodTopologySpread": {"defaultingType": str, "defaultConstraints": [{
+        "maxSkew": int, "topologyKey": str, "whenUnsatisfiable": str, "labelSelector": {}, "minDomains": int,
+        "nodeAffinityPolicy": str, "nodeTaintsPolicy": str, "matchLabelKeys": [str]}]},
+    "InterPodAffinity": {"hardPodAffinityWeight": int, "ignorePreferredTermsOfExistingPods": bool},
+    "DefaultPreemption": {"minCandidateNodesPercentage": int, "minCandidateNodesAbsolute": int},
+    "VolumeBinding": {"bindTimeoutSeconds": int, "shape": _SHAPE},
+    "DynamicResources": {"filterTimeout": str, "bindingTimeout": str},
+    "NodeAffinity": {"addedAffinity": {}},
+}
 
 
 class ConfigError(ValueError):
@@ -122,6 +151,16 @@ def parse(doc: dict, strict: list[str] | None = None) -> SchedulerConfig:
 # --- decoding and defaults ------------------------------------------------------------
 
 def _strict(doc: dict, repeated: list[str]) -> None:
+    """The decoder's errors: a field of another JSON type first (it ends the unmarshal), then the
+    repeated and unknown fields together."""
+    wrong = configfile.mistyped(doc, _SCHEMA, KIND)
+    configs = [] if wrong else [(f"{KIND}.profiles[{i}].pluginConfig[{j}].args", c) for i, prof in
+                                enumerate(doc.get("profiles") or []) for j, c in enumerate((prof or {}).get("pluginConfig") or [])
+                                if c and c.get("args") is not None and c.get("name") in _ARG_SCHEMAS]
+    wrong = wrong or next((w for path, c in configs if (w := configfile.mistyped(c["args"], _ARG_SCHEMAS[c["name"]], path))),
+                          None)
+    if wrong:
+        raise ConfigError(wrong)
     unknown = [f for f in doc if f not in _TOP_FIELDS]
     unknown += [f"leaderElection.{f}" for f in doc.get("leaderElection") or {} if f not in _LEADER_ELECTION_DEFAULTS]
     conn = doc.get("clientConnection") or {}

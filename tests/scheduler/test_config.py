@@ -122,6 +122,15 @@ def test_most_allocated_profile_packs_pods():
     ({"clientConnection": {"qpss": 5}}, 'strict decoding error: unknown field "clientConnection.qpss"'),
     ({"clientConnection": {"qpss": 5, "qps": "fast"}}, ("json: cannot unmarshal string into Go struct field "
                                                         "ClientConnectionConfiguration.clientConnection.qps of type float32")),
+    # (fuzz62: a field of another JSON type was a TypeError out of the defaulting, a traceback from `up`)
+    ({"profiles": [{"schedulerName": "a", "pluginConfig": True}]}, (
+        "json: cannot unmarshal bool into Go struct field KubeSchedulerConfiguration.profiles[0].pluginConfig of type array")),
+    ({"profiles": [None, {"pluginConfig": [None, {"name": "NodeResourcesFit", "args": {"scoringStrategy": [1]}}]}]}, (
+        "json: cannot unmarshal array into Go struct field KubeSchedulerConfiguration.profiles[1].pluginConfig[1].args."
+        "scoringStrategy of type object")),
+    ({"leaderElection": {"leaseDuration": 15}, "foo": 1}, (
+        "json: cannot unmarshal number into Go struct field KubeSchedulerConfiguration.leaderElection.leaseDuration "
+        "of type string")),
 ])
 def test_validation_messages(fields, want):
     assert error(**fields) == want

@@ -13,17 +13,17 @@ the --anonymous-auth flag, and may not change when the file is reloaded."""
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import re
 import ssl
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
 from ...machinery import configfile
+# (encryption/config.py takes these two from here too)
+from ...machinery.configfile import mistyped, unknown_fields
 from ...machinery.validation import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 from .. import serializer
 from .config_reload import read_text
@@ -115,23 +115,6 @@ _SCHEMA = {"apiVersion": str, "kind": str, "jwt": [_JWT],
            "anonymous": {"enabled": bool, "conditions": [_CONDITION]}}
 
 
-def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
-    """The paths of the fields `value` holds that `schema` does not name, as the strict decoder
-    reports them (`jwt[0].issuer.urll`)."""
-    out: list[str] = []
-    if isinstance(schema, dict) and isinstance(value, dict):
-        for k, v in value.items():
-            p = f"{path}.{k}" if path else str(k)
-            if k not in schema:
-                out.append(p)
-            elif isinstance(schema[k], (dict, list)):
-                out += unknown_fields(v, schema[k], p)
-    elif isinstance(schema, list) and isinstance(value, list):
-        for i, v in enumerate(value):
-            out += unknown_fields(v, schema[0], f"{path}[{i}]")
-    return out
-
-
 #: the bytes of a file that are not UTF-8, as read_text keeps them
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
@@ -160,43 +143,6 @@ def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
     if strict:
         raise ConfigError(configfile.strict_error(strict))
     return doc
-
-
-def _json_type(value: Any) -> str:
-    return ("object" if isinstance(value, dict) else "array" if isinstance(value, list) else
-            "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "string")
-
-
-def _fits(value: Any, schema: Any) -> bool:
-    """Whether `value` (not null) has the JSON type `schema` wants; a YAML timestamp is a string, as
-    YAMLToJSON writes it."""
-    if isinstance(schema, dict):
-        return isinstance(value, dict)
-    if isinstance(schema, list):
-        return isinstance(value, list)
-    if schema in (bool, int):
-        return isinstance(value, schema) and (schema is bool or not isinstance(value, bool))
-    return isinstance(value, (str, datetime.date))
-
-
-def mistyped(value: Any, schema: Any, path: str) -> str | None:
-    """The decoder's error for the first field whose value has another JSON type than the field's
-    (`jwt: 5`, `audiences: [1]`), in the shape of Go's UnmarshalTypeError; null fits any field."""
-    if not _fits(value, schema):
-        return _unmarshal(value, schema, path)
-    if isinstance(schema, dict):
-        fields = ((f"{path}.{k}", v, schema[k]) for k, v in value.items() if k in schema)
-    elif isinstance(schema, list):
-        fields = ((f"{path}[{i}]", v, schema[0]) for i, v in enumerate(value))
-    else:
-        return None
-    return next((wrong for p, v, s in fields if v is not None and (wrong := mistyped(v, s, p))), None)
-
-
-def _unmarshal(value: Any, schema: Any, path: str) -> str:
-    want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
-            if isinstance(schema, list) else "bool" if schema is bool else "int32" if schema is int else "string")
-    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {path} of type {want}"
 
 
 def aggregate(errs: list[FieldError]) -> str:
