@@ -68,10 +68,11 @@ async def _up(args: argparse.Namespace) -> int:
     except PolicyError as e:
         print(f"nanokube: --audit-policy-file: {e}", file=sys.stderr)
         return 2
-    from .apiserver import auth_options
+    from .apiserver import auth_options, kubelet_options
 
     try:
         auth = auth_options.load(args)
+        kubelet_client = kubelet_options.load(args)
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
@@ -218,6 +219,7 @@ async def _up(args: argparse.Namespace) -> int:
     if encryption is not None:
         encryption_options.install(server, encryption)
     auth_options.apply(server, auth)
+    kubelet_options.apply(server, kubelet_client)
     server.rest.admission.disable(*disabled)
     server.rest.admission.configure(admission_configs)
     if tracing_config is not None:
@@ -250,6 +252,7 @@ async def _up(args: argparse.Namespace) -> int:
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
                           audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args)
+                          + kubelet_options.worker_argv(args)
                           + encryption_options.worker_argv(args)
                           + (["--tracing-config-file", os.path.abspath(args.tracing_config_file)]
                              if args.tracing_config_file else []),
@@ -458,6 +461,7 @@ def _add_up_parser(sub) -> None:
     from .apiserver.audit_options import add_flags as audit_flags
     from .apiserver.auth_options import add_flags as auth_flags
     from .apiserver.encryption.options import add_flags as encryption_flags
+    from .apiserver.kubelet_options import add_flags as kubelet_flags
     from .controllers.lb_pool import DEFAULT_POOL
 
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
@@ -501,6 +505,7 @@ def _add_up_parser(sub) -> None:
                          "records, at which level and stages (default: writes at Metadata)")
     audit_flags(up)
     auth_flags(up)
+    kubelet_flags(up)
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",

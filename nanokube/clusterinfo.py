@@ -3,7 +3,9 @@ which `nanokube up` writes once its API server serves: the kube-public/cluster-i
 kubeconfig of the server and its CA, which the bootstrap signer signs with each signing token),
 readable without credentials through a Role bound to system:anonymous; and the bindings that let
 kubeadm's token group create certificate requests, have the node client request auto-approved and
-read Nodes, and let nodes have their renewals auto-approved."""
+read Nodes, and let nodes have their renewals auto-approved; and kubeadm's kubeadm:cluster-admins
+binding to cluster-admin (its kubeconfig phase's), the group of the API server's kubelet client
+certificate, whose requests the kubelets ask the API server to authorize."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import yaml
 from .machinery import bootstraptoken as bt
 from .machinery.errors import APIError
 from .machinery.user import User
+from .pki.ca import CLUSTER_ADMINS
 
 #: who writes them: kubeadm's admin (a binding's roles are no escalation for a master)
 KUBEADM_USER = User("kubernetes-admin", ("system:masters", "system:authenticated"))
@@ -43,6 +46,8 @@ def _objects(server: str, ca_pem: bytes) -> list[tuple[str, dict]]:
     """(plural, object) of everything, in kubeadm's order."""
     pub, group = bt.CLUSTER_INFO_NAMESPACE, ("Group", bt.KUBEADM_GROUP)
     return [
+        ("clusterrolebindings", _binding("ClusterRoleBinding", CLUSTER_ADMINS, "ClusterRole", "cluster-admin",
+                                         ("Group", CLUSTER_ADMINS))),
         ("configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": bt.CLUSTER_INFO, "namespace": pub},
                         "data": {bt.KUBECONFIG_KEY: cluster_info_kubeconfig(server, ca_pem)}}),
         ("roles", {"apiVersion": f"{_RBAC}/v1", "kind": "Role", "metadata": {"name": CLUSTER_INFO_ROLE, "namespace": pub},

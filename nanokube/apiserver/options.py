@@ -79,9 +79,10 @@ def pod_log_options(query: Mapping[str, str], name: str) -> dict[str, str]:
     strconv's or time.Parse's words; a bool is false only as "0" or "false", any case), then
     ValidatePodLogOptions, every error at once (tailLines, limitBytes, then sinceSeconds or both
     since options), a 422 on PodLogOptions named after the pod. Returns the query LogLocation
-    hands the kubelet: true bools as "true", numbers as they parsed, sinceTime in RFC 3339."""
+    hands the kubelet: true bools as "true", numbers as they parsed, sinceTime in RFC 3339; and
+    insecureSkipTLSVerifyBackend, which the kubelet client takes out (its dial's, not the kubelet's)."""
     flags = {k: k in query and query[k] != "0" and query[k].lower() != "false"
-             for k in ("follow", "previous", "timestamps")}
+             for k in ("follow", "previous", "timestamps", "insecureSkipTLSVerifyBackend")}
     since_seconds = integer(query, "sinceSeconds")
     since_time = None
     if "sinceTime" in query:

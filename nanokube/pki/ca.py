@@ -177,9 +177,15 @@ def ensure_front_proxy(pki_dir: str) -> tuple[KeyPair, KeyPair]:
     return ca, client
 
 
+#: kubeadm's admin group, bound to cluster-admin (clusterinfo.py): since kubeadm 1.29 its
+#: apiserver-kubelet-client is in it, no longer in system:masters (kubernetes#121837)
+CLUSTER_ADMINS = "kubeadm:cluster-admins"
+
+
 def ensure_kubelet_client(pki_dir: str, ca: KeyPair) -> tuple[str, str]:
     """The API server's client certificate towards the kubelets (kubeadm's apiserver-kubelet-client,
-    in system:masters as kubeadm's were before 1.29): its certificate and key files."""
+    in kubeadm:cluster-admins; one an older `up` made in system:masters is kept, as kubeadm keeps
+    its files until they are renewed): its certificate and key files."""
     paths = os.path.join(pki_dir, "apiserver-kubelet-client.crt"), os.path.join(pki_dir, "apiserver-kubelet-client.key")
-    _load_or(*paths, lambda: issue(ca, "kube-apiserver-kubelet-client", organizations=("system:masters",), client=True))
+    _load_or(*paths, lambda: issue(ca, "kube-apiserver-kubelet-client", organizations=(CLUSTER_ADMINS,), client=True))
     return paths

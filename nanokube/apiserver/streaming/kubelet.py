@@ -1,17 +1,24 @@
 """kube-apiserver's kubelet client (pkg/kubelet/client, the node registry's ResourceLocation and the
 pod streaming and log locations): a node's kubelet is reached at the first of its status.addresses
-in the preferred address types' order and its daemonEndpoints.kubeletEndpoint.Port, over TLS with
-the API server's kubelet client certificate, which the kubelet authenticates by its client CA and
-authorizes with a SubjectAccessReview. The kubelet's serving certificate is verified only when a CA
-is given (--kubelet-certificate-authority), as upstream's. A node an in-process agent runs is
-answered by that agent's KubeletServer in place of the dial: its addresses are simulated ones that
-nothing listens on."""
+in --kubelet-preferred-address-types' order (none of them: upstream's NoMatchError) and its
+daemonEndpoints.kubeletEndpoint.Port, over TLS with the API server's kubelet client certificate
+(--kubelet-client-certificate/--kubelet-client-key), which the kubelet authenticates by its client
+CA and authorizes with a SubjectAccessReview. The files are read again when they change, and the
+connections made with the old certificate closed, as client-go's ReloadTLSFiles does. The
+kubelet's serving certificate is verified, chain and then the dialled host against its SANs, only
+when a CA is given (--kubelet-certificate-authority), and never for a pods/log request that sets
+insecureSkipTLSVerifyBackend; a failure reads as Go's crypto/tls and x509 words. A node an
+in-process agent runs is answered by that agent's KubeletServer in place of the dial: its
+addresses are simulated ones that nothing listens on."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
 import os
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote, urlencode
 
@@ -30,32 +37,76 @@ DIAL_TIMEOUT = 30.0
 #: the streaming paths by subresource (the kubelet's /exec, /attach, /portForward)
 _STREAM_PATHS = {"exec": "exec", "attach": "attach", "portforward": "portForward"}
 
+log = logging.getLogger(__name__)
+
 
 def location(node: dict, preferred: tuple[str, ...] = PREFERRED_ADDRESS_TYPES) -> tuple[str, int]:
     """(host, port) of a Node's kubelet (GetPreferredNodeAddress): the first address of the first
-    preferred type it has, else the node's name; the kubelet endpoint's port, else 10250."""
+    preferred type it has, else a 500 naming the addresses it has; the kubelet endpoint's port, else
+    10250."""
     status = node.get("status") or {}
     addresses = status.get("addresses") or ()
-    host = next((a["address"] for t in preferred for a in addresses if a.get("type") == t and a.get("address")),
-                node["metadata"]["name"])
+    host = next((a["address"] for t in preferred for a in addresses if a.get("type") == t and a.get("address")), None)
+    if host is None:  # Go's %v of the []NodeAddress
+        known = " ".join(f"{{{a.get('type', '')} {a.get('address', '')}}}" for a in addresses)
+        raise errors.APIError(500, "", f"no preferred addresses found; known addresses: [{known}]")
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or KUBELET_PORT
     return host, int(port)
 
 
-def _unverified() -> ssl.SSLContext:
-    """A client context that takes the kubelet's serving certificate unverified (no
-    --kubelet-certificate-authority), built without the system's CA bundle: it would verify nothing,
-    and loading it cost every API server 25 ms of CPU at start, twice."""
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
-    return tls
+#: OpenSSL's verify codes for a chain that ends at no trusted root (unable to get the issuer, locally
+#: or at all; self-signed, alone or in the chain; unable to verify the leaf), which Go calls one thing
+_UNKNOWN_AUTHORITY = frozenset((2, 18, 19, 20, 21))
+#: expired, not yet valid
+_VALIDITY = frozenset((9, 10))
+#: the certificate's purpose is not serverAuth
+_PURPOSE = 26
+
+
+def _x509_error(e: ssl.SSLCertVerificationError) -> str:
+    """A failed chain in Go's x509 words."""
+    if e.verify_code in _UNKNOWN_AUTHORITY:
+        return "x509: certificate signed by unknown authority"
+    if e.verify_code in _VALIDITY:
+        return "x509: certificate has expired or is not yet valid"
+    if e.verify_code == _PURPOSE:
+        return "x509: certificate specifies an incompatible key usage"
+    return f"x509: {e.verify_message or e.reason}"
+
+
+def _host_error(peer: dict, host: str) -> str | None:
+    """Go's HostnameError for a verified certificate that does not name `host`, or None: an IP is
+    matched against the IP SANs, a name against the DNS SANs (a `*.` one covering one label)."""
+    sans = peer.get("subjectAltName") or ()
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        ips = [ipaddress.ip_address(value.strip()) for kind, value in sans if kind == "IP Address"]
+        if ip in ips:
+            return None
+        if not ips:
+            return f"x509: cannot validate certificate for {host} because it doesn't contain any IP SANs"
+        valid = ", ".join(map(str, ips))
+    else:
+        names = [value for kind, value in sans if kind == "DNS"]
+        wanted = host.lower().rstrip(".")
+        if any(n.lower() == wanted or (n.startswith("*.") and "." in wanted
+                                       and wanted.split(".", 1)[1] == n[2:].lower()) for n in names):
+            return None
+        valid = ", ".join(names)
+    if not valid:
+        return f"x509: certificate is not valid for any names, but wanted to match {host}"
+    return f"x509: certificate is valid for {valid}, not {host}"
 
 
 class KubeletConnection:
-    """One kubelet as the proxy dials it: `host` and `connect()`, as proxy.Backend's."""
+    """One kubelet as the proxy dials it: `host` and `connect()`, as proxy.Backend's. `opened` is
+    told of each connection made (Kubelets closes them when its client certificate changes)."""
 
-    def __init__(self, address: str, port: int, tls: ssl.SSLContext):
-        self.address, self.port, self.tls = address, port, tls
+    def __init__(self, address: str, port: int, tls: ssl.SSLContext, opened: Callable[[asyncio.StreamWriter], None]):
+        self.address, self.port, self.tls, self.opened = address, port, tls, opened
 
     @property
     def host(self) -> str:
@@ -63,14 +114,22 @@ class KubeletConnection:
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(
-                self.address, self.port, ssl=self.tls,
-                server_hostname=self.address if self.tls.check_hostname else None), DIAL_TIMEOUT)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.address, self.port, ssl=self.tls),
+                                                    DIAL_TIMEOUT)
+        except ssl.SSLCertVerificationError as e:
+            raise DialError(f"tls: failed to verify certificate: {_x509_error(e)}") from None
         except ssl.SSLError as e:
             raise DialError(f"tls: {e.reason or e}") from None
         except (OSError, TimeoutError) as e:
             why = "i/o timeout" if isinstance(e, TimeoutError) else (os.strerror(e.errno) if e.errno else str(e)).lower()
             raise DialError(f"dial tcp {self.host}: connect: {why}") from None
+        if self.tls.verify_mode == ssl.CERT_REQUIRED:  # the chain verified; now the name dialled
+            why = _host_error(writer.get_extra_info("peercert") or {}, self.address)
+            if why is not None:
+                writer.close()
+                raise DialError(f"tls: failed to verify certificate: {why}")
+        self.opened(writer)
+        return reader, writer
 
     async def get(self, path: str) -> tuple[int, AsyncIterator[bytes]]:
         """A GET of `path` (with its query): the status and the body as it arrives (the connection
@@ -94,6 +153,30 @@ class KubeletConnection:
         return status, body()
 
 
+def client_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A client context presenting the client certificate, verifying the kubelet's chain by
+    `ca_file` (the host is checked after the handshake, for Go's words) or, with none, taking any:
+    built without the system's CA bundle, which would verify nothing here and cost every API
+    server 25 ms of CPU at start."""
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    tls.check_hostname = False
+    if ca_file:
+        tls.load_verify_locations(cafile=ca_file)
+    else:
+        tls.verify_mode = ssl.CERT_NONE
+    if cert_file:
+        tls.load_cert_chain(cert_file, key_file)
+    return tls
+
+
+def _stamp(*files: str) -> tuple:
+    """What tells a rewritten file: each one's inode, size and modification time (none when one is missing)."""
+    try:
+        return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, files))
+    except OSError:
+        return ()
+
+
 class Kubelets:
     """How the API server reaches node `name`'s kubelet: `in_process` lookups (a node agent's
     KubeletServer, None: not theirs), else a TLS connection to the Node's preferred address."""
@@ -101,14 +184,40 @@ class Kubelets:
     def __init__(self, get_node: Callable[[str], dict], get_pod: Callable[[str, str], dict],
                  in_process: list[Callable[[str], object | None]]):
         self.get_node, self.get_pod, self.in_process = get_node, get_pod, in_process
+        #: --kubelet-preferred-address-types
         self.preferred = PREFERRED_ADDRESS_TYPES
-        self.tls = _unverified()
+        self.cert_file = self.key_file = self.ca_file = ""
+        #: the client certificate's and key's files as last read (inode, size, mtime)
+        self._stamp: tuple = ()
+        self.tls = client_context("", "", "")
+        #: the context that takes any serving certificate, made when first asked for (`dial`)
+        self._insecure: ssl.SSLContext | None = self.tls
+        #: the connections open to kubelets, closed when the client certificate changes
+        self._open: weakref.WeakSet[asyncio.StreamWriter] = weakref.WeakSet()
 
     def use(self, cert_file: str, key_file: str, ca_file: str = "") -> None:
-        """--kubelet-client-certificate/-key and --kubelet-certificate-authority."""
-        tls = ssl.create_default_context(cafile=ca_file) if ca_file else _unverified()
-        tls.load_cert_chain(cert_file, key_file)
-        self.tls = tls
+        """--kubelet-client-certificate/-key and --kubelet-certificate-authority: read now (an
+        OSError or ssl.SSLError for files that do not load)."""
+        stamp = _stamp(cert_file, key_file)  # (before the read: a write after it is seen at the next dial)
+        tls = client_context(ca_file, cert_file, key_file)
+        self.cert_file, self.key_file, self.ca_file, self.tls, self._stamp = cert_file, key_file, ca_file, tls, stamp
+        self._insecure = None if ca_file else tls
+
+    def _reload(self) -> None:
+        """A client certificate or key rewritten since it was read is read again, and the connections
+        that presented the old one are closed (client-go's dynamic client certificate; a pair that
+        does not load yet, half written, leaves the old one in use)."""
+        if not self.cert_file or _stamp(self.cert_file, self.key_file) in (self._stamp, ()):
+            return
+        try:
+            self.use(self.cert_file, self.key_file, self.ca_file)
+        except (OSError, ssl.SSLError) as e:
+            log.warning("reloading the kubelet client certificate %s failed: %s", self.cert_file, e)
+            return
+        log.info("the kubelet client certificate %s changed: closing %d kubelet connections", self.cert_file,
+                 len(self._open))
+        for writer in list(self._open):
+            writer.close()
 
     def local(self, name: str):
         """The in-process kubelet endpoints of `name`, None when no agent here runs it."""
@@ -117,9 +226,14 @@ class Kubelets:
     def location(self, node: dict) -> tuple[str, int]:
         return location(node, self.preferred)
 
-    def dial(self, name: str) -> KubeletConnection:
-        """The connection to `name`'s kubelet at its Node's address (the Node's 404 when it has none)."""
-        return KubeletConnection(*self.location(self.get_node(name)), self.tls)
+    def dial(self, name: str, verify: bool = True) -> KubeletConnection:
+        """The connection to `name`'s kubelet at its Node's address (the Node's 404 when it has none);
+        not `verify`: its serving certificate taken unverified (insecureSkipTLSVerifyBackend)."""
+        self._reload()
+        if not verify and self._insecure is None:
+            self._insecure = client_context("", self.cert_file, self.key_file)
+        return KubeletConnection(*self.location(self.get_node(name)), self.tls if verify else self._insecure,
+                                 self._open.add)
 
     async def serve(self, request: web.Request, name: str, target: str) -> web.StreamResponse:
         """nodes/proxy's answer from the kubelet's `target` path."""
@@ -140,18 +254,24 @@ class Kubelets:
 
     async def read_log(self, namespace: str, name: str, container: str,
                        query: dict[str, str]) -> bytes | AsyncIterator[bytes] | None:
-        """Subresources.kubelet_log: for a pod on a node no agent here runs, the
-        kubelet's /containerLogs, a stream when following."""
+        """Subresources.kubelet_log: for a pod on a node no agent here runs, the kubelet's
+        /containerLogs, a stream when following. A request that does not reach it is a 500 with
+        Go's url.Error (`Get "https://...": ...`), as LocationStreamer's error reaches upstream's
+        responder unwrapped."""
         node = self.get_pod(namespace, name)["spec"]["nodeName"]
         if self.local(node) is not None:
             return None
+        query = dict(query)
+        verify = query.pop("insecureSkipTLSVerifyBackend", "") != "true"
         path = f"/containerLogs/{quote(namespace)}/{quote(name)}/{quote(container)}"
+        path += f"?{urlencode(query)}" if query else ""
+        kubelet = self.dial(node, verify)
         try:
-            status, body = await self.dial(node).get(path + (f"?{urlencode(query)}" if query else ""))
+            status, body = await kubelet.get(path)
         except DialError as e:
-            raise errors.APIError(500, "InternalError", f"Internal error occurred: {e}") from None
+            raise errors.APIError(500, "", f'Get "https://{kubelet.host}{path}": {e}') from None
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            raise errors.APIError(500, "InternalError", "Internal error occurred: EOF") from None
+            raise errors.APIError(500, "", f'Get "https://{kubelet.host}{path}": EOF') from None
         if status != 200:
             text = b"".join([c async for c in body]).decode("utf-8", "replace").strip()
             raise errors.bad_request(text or f"the kubelet answered {status}")
