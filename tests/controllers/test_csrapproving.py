@@ -102,20 +102,21 @@ async def test_a_bootstrapper_asking_for_a_node_is_approved_as_nodeclient(env):
 async def test_a_request_no_review_allows_is_retried_until_a_binding_allows_it(env):
     _, api_client, ctrl = env
     rbac = client.RbacAuthorizationV1Api(api_client)
-    await allow(rbac, "selfnodeclient", "system:nodes")
+    await bind(rbac, "system:node-bootstrapper", "system:bootstrappers")
     pem, _ = node_request("system:node:n4")
-    # a node asking for another node's certificate: not its own, and nodes may not create nodeclient
-    await asyncio.to_thread(as_user(api_client, "system:node:n3", "system:nodes").create_certificate_signing_request,
-                            body("n3-for-n4", pem))
-    await eventually(lambda: asyncio.sleep(0, ctrl.inf.get("n3-for-n4")))
+    # a bootstrapper asking for a node's certificate before it may create nodeclient (a node may not ask
+    # for another's at all: NodeRestriction refuses it, CN=system:node:<itself> only)
+    await asyncio.to_thread(as_user(api_client, "system:bootstrap:abcdef", "system:bootstrappers")
+                            .create_certificate_signing_request, body("join-n4", pem))
+    await eventually(lambda: asyncio.sleep(0, ctrl.inf.get("join-n4")))
     with pytest.raises(NotApproved) as e:
-        await ctrl.sync("n3-for-n4")
-    assert str(e.value) == 'recognized csr "n3-for-n4" as [nodeclient] but subject access review was not approved'
+        await ctrl.sync("join-n4")
+    assert str(e.value) == 'recognized csr "join-n4" as [nodeclient] but subject access review was not approved'
     certs = client.CertificatesV1Api(api_client)
-    got = (await asyncio.to_thread(certs.read_certificate_signing_request, "n3-for-n4")).to_dict()
+    got = (await asyncio.to_thread(certs.read_certificate_signing_request, "join-n4")).to_dict()
     assert not (got["status"] or {}).get("conditions")
-    await allow(rbac, "nodeclient", "system:nodes")
-    cond = await approved(certs, "n3-for-n4")
+    await allow(rbac, "nodeclient", "system:bootstrappers")
+    cond = await approved(certs, "join-n4")
     assert cond["message"] == BOOTSTRAP
 
 

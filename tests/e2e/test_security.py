@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 import yaml
 from cryptography import x509
+from cryptography.x509.oid import NameOID
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
@@ -217,8 +218,8 @@ def test_node_credentials_reach_only_their_own_pods(cluster, gpu0):
 
 def test_node_credentials_read_and_write_only_their_own_node_objects(cluster, gpu0):
     """AuthorizeNodeWithSelectors' reads (its own Node, its ResourceSlices through spec.nodeName) and
-    NodeRestriction's writes: no other node's CSINode, ResourceSlice, pods or tokens, nor the taints
-    and restricted labels of its own Node."""
+    NodeRestriction's writes: no other node's CSINode, ResourceSlice, pods, tokens or certificates, nor
+    the taints and restricted labels of its own Node."""
     def refused(method: str, path: str, body: dict | None = None) -> str:
         code, out = _call(cluster, gpu0, method, path, body)
         assert code == 403, (method, path, out)
@@ -265,6 +266,16 @@ def test_node_credentials_read_and_write_only_their_own_node_objects(cluster, gp
     assert refused("POST", "/api/v1/namespaces/default/serviceaccounts/default/token", token) == (
         'serviceaccounts "default" is forbidden: node requested token bound to a pod scheduled on a different node')
     assert cluster.kubectl_json("get", "pod", "there")["metadata"]["uid"] == there["metadata"]["uid"]
+    key = ec.generate_private_key(ec.SECP256R1())
+    other = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+        x509.NameAttribute(NameOID.COMMON_NAME, "system:node:gpu-1")])).sign(key, hashes.SHA256())
+    csr = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": "gpu-1-by-gpu-0"},
+           "spec": {"signerName": "kubernetes.io/kube-apiserver-client-kubelet", "usages": ["digital signature", "client auth"],
+                    "request": base64.b64encode(other.public_bytes(serialization.Encoding.PEM)).decode()}}
+    assert refused("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", csr) == (
+        'certificatesigningrequests.certificates.k8s.io "gpu-1-by-gpu-0" is forbidden: can only create a node CSR with '
+        "CN=system:node:gpu-0")
 
 
 def test_an_admins_binding_grants_a_node_what_the_node_authorizer_refused(cluster, gpu0):

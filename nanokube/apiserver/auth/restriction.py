@@ -14,7 +14,7 @@ import json
 from ...machinery import errors
 from ...machinery.validation import forbidden
 from .authorizer import Attributes, decide
-from .node import LEASE_NAMESPACE, node_of, referenced
+from .node import LEASE_NAMESPACE, NODE_PREFIX, node_of, referenced
 
 MIRROR = "kubernetes.io/config.mirror"
 CERTS = "certificates.k8s.io"
@@ -49,6 +49,27 @@ def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: d
         raise _forbidden(group, plural, obj, "can only create ResourceSlice with the same NodeName as the requesting node")
     if group == CERTS and plural == "podcertificaterequests" and op == "CREATE":
         _pod_certificate_request(lookup, node, obj)
+    if group == CERTS and plural == "certificatesigningrequests" and op == "CREATE":
+        _node_csr(node, obj)
+
+
+#: the signers of a kubelet's own certificates, whose requests a node makes only for itself
+_KUBELET_SIGNERS = ("kubernetes.io/kubelet-serving", "kubernetes.io/kube-apiserver-client-kubelet")
+
+
+def _node_csr(node: str, csr: dict) -> None:
+    """admitCSR: a node's request to a kubelet signer names that node (CN=system:node:<node>), so one
+    node cannot have a certificate of another's issued (AllowInsecureKubeletCertificateSigningRequests off)."""
+    if (csr.get("spec") or {}).get("signerName") not in _KUBELET_SIGNERS:
+        return
+    from ...pki.csr import common_name, parse_request
+
+    try:
+        cn = common_name(parse_request(csr))
+    except ValueError as e:
+        raise _forbidden(CERTS, "certificatesigningrequests", csr, f"unable to parse csr: {str(e).split(': ', 1)[-1]}")
+    if cn != f"{NODE_PREFIX}{node}":
+        raise _forbidden(CERTS, "certificatesigningrequests", csr, f"can only create a node CSR with CN={NODE_PREFIX}{node}")
 
 
 def node_deletion(lookup, group: str, plural: str, obj: dict, user) -> None:
