@@ -345,8 +345,8 @@ class ConfigMapStrategy(Strategy):
                 if key in other:
                     errs.append(invalid(f"{bag}[{key}]", key, f"duplicate of key present in {label}"))
                 total += len(value.encode()) if bag == "data" else _b64_len(value)
-        if total > MAX_SECRET_SIZE:
-            errs.append(too_long("", MAX_SECRET_SIZE))
+        if total > MAX_SECRET_SIZE:  # the whole object: upstream's field.NewPath(""), which prints "[]"
+            errs.append(too_long("[]", MAX_SECRET_SIZE))
         return errs
 
     def validate_update(self, new, old):

@@ -724,7 +724,9 @@ def test_configmap_keys_size_and_immutability():
             "'[-._a-zA-Z0-9]+')") in msgs
     assert ("data[ok.key]", 'Invalid value: "ok.key": duplicate of key present in binaryData') in msgs
     big = {"metadata": {"name": "c"}, "data": {"k": "x" * (1024 * 1024 + 1)}}
-    assert [e.reason for e in s.validate(big)] == ["FieldValueTooLong"]
+    # kubectl create cm: 'ConfigMap "c" is invalid: []: Too long: may not be more than 1048576 bytes'
+    assert [(e.reason, str(e)) for e in s.validate(big)] == [
+        ("FieldValueTooLong", "[]: Too long: may not be more than 1048576 bytes")]
     old = {"metadata": {"name": "c"}, "data": {"k": "1"}, "immutable": True}
     new = {"metadata": {"name": "c"}, "data": {"k": "2"}, "immutable": True}
     assert [(e.field, e.message) for e in s.validate_update(new, old)] == [
