@@ -718,7 +718,9 @@ def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") ->
     if old.get("deletionTimestamp"):
         added = set(new.get("finalizers") or []) - set(old.get("finalizers") or [])
         if added:
-            errs.append(forbidden(f"{path}.finalizers", f"no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)!r}".replace("'", '"')))
+            found = ", ".join(map(gofmt.quote, sorted(added)))  # %#v of a []string
+            errs.append(forbidden(f"{path}.finalizers", "no new finalizers can be added if the object is being "
+                                                        f"deleted, found new finalizers []string{{{found}}}"))
     return errs
 
 

@@ -58,7 +58,8 @@ async def test_status_writes_validate_the_metadata_they_carry(tmp_path):
         live = await call(c, "GET", f"{PODS}/p")
         added = {**live, "metadata": {**live["metadata"], "finalizers": ["example.com/f", "example.com/g"]}}
         code, message = await refused(c, "PUT", f"{PODS}/p/status", added)
-        assert code == 422 and "no new finalizers can be added if the object is being deleted" in message
+        assert code == 422 and message.endswith("metadata.finalizers: Forbidden: no new finalizers can be added if "
+                                                "the object is being deleted, found new finalizers []string{\"example.com/g\"}")
         await call(c, "PATCH", f"{PODS}/p", {"metadata": {"finalizers": None}},
                    content_type="application/merge-patch+json")
 
