@@ -5,6 +5,8 @@ ValidatePodResize). PodStrategy runs the pod's own checks first."""
 
 from __future__ import annotations
 
+import orjson
+
 from ..machinery.validation import FieldError, forbidden, invalid
 
 EPHEMERAL = "ephemeralcontainers"
@@ -97,9 +99,17 @@ def validate_ephemeral_containers_update(new: dict, old: dict) -> list[FieldErro
 
 
 def _diff(old: dict, new: dict) -> str:
-    """The fields that differ, one a line (ours: upstream prints go-cmp's diff of the structs)."""
-    return "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}"
-                     for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
+    """The fields that differ, as go-cmp's diff of the two structs lays them out (a `-` line for
+    the stored value, a `+` line for the sent one) with the API's field names and JSON values."""
+    lines = ["  {"]
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            lines += [f"{sign} \t{_json(k)}: {_json(side[k])}," for sign, side in (("-", old), ("+", new)) if k in side]
+    return "\n".join([*lines, "  }"])
+
+
+def _json(v) -> str:
+    return orjson.dumps(v).decode()
 
 
 def resize_refusal(new: dict, old: dict) -> FieldError | None:

@@ -66,8 +66,9 @@ async def test_ephemeral_containers_are_validated_as_upstream(core):
         "spec.ephemeralContainers[0].lifecycle: Forbidden: cannot be set for an Ephemeral Container, "
         "spec.ephemeralContainers[0].volumeMounts[0].subPath: Forbidden: cannot be set for an Ephemeral Container]")
     changed = _debug(image="alpine")
-    assert (await _refused(core.patch_namespaced_pod_ephemeralcontainers, "e", "default", changed)).startswith(
-        'Pod "e" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers "dbg" may not be changed\n')
+    assert await _refused(core.patch_namespaced_pod_ephemeralcontainers, "e", "default", changed) == (
+        'Pod "e" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers "dbg" may not be changed\n'
+        '  {\n- \t"image": "busybox",\n+ \t"image": "alpine",\n  }')
     assert await _refused(core.replace_namespaced_pod_ephemeralcontainers, "e", "default", _pod("e")) == (
         'Pod "e" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers "dbg" may not be removed\n')
 
