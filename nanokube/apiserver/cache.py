@@ -503,6 +503,10 @@ class WatchCache:
         self._history: dict[str, deque[CacheEvent]] = {}
         #: the resource prefixes whose history dropped an event since the last list (removedEventSinceRelist)
         self._trimmed: set[str] = set()
+        #: per resource prefix relisted on its own (`relist`), the revision of that list: the store's events
+        #: for it up to there, which the cache may have yet to reach, are in the list already
+        self._relisted: dict[str, int] = {}
+        self._relisting: set[asyncio.Task] = set()
         #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the last wait
         #: an event's blocked watches share (see Blocked)
         self._born = clock.monotonic()
@@ -528,6 +532,8 @@ class WatchCache:
 
     async def stop(self) -> None:
         self._synced = False
+        for task in self._relisting:
+            task.cancel()
         if self._unfollow is not None:
             self._unfollow()
             self._unfollow = None
@@ -611,6 +617,7 @@ class WatchCache:
             history.clear()
         self._trimmed.clear()
         self._listed_at.clear()
+        self._relisted.clear()
         self.rev = self._oldest = self._listed = rev
         for ws in self._watchers.values():
             for w in ws:
@@ -625,6 +632,12 @@ class WatchCache:
             self._wake()
             return
         prefix = _resource_prefix(key)
+        if self._relisted and (listed := self._relisted.get(prefix)) is not None:
+            if ev.revision <= listed:  # (its resource's own list has it)
+                self.rev = ev.revision
+                self._wake()
+                return
+            del self._relisted[prefix]
         self._change_seq += 1
         self._changes[prefix] = self._change_seq
         received = self.stats.received
@@ -1242,6 +1255,47 @@ class WatchCache:
         for w in [w for w in bucket if w.prefix.startswith(prefix)]:
             del bucket[w]
             self._end(w)
+
+    def drop(self, key: str, rev: int) -> None:
+        """`key`'s value at `rev` does not read (encryption/store.py: no provider decrypts it), as
+        upstream's cacher meets it: its watch errors out and it relists, its watches of the resource
+        end and the relist lacks the key. So here: the entry goes (a read of it answers why, never
+        the value it replaced), the resource's watches end, and its history begins at `rev`, so a
+        watch resumed from before it is 410 Gone and its client relists."""
+        rp = _resource_prefix(key)
+        objs = self._by_prefix.get(rp)
+        if objs is not None and objs.pop(key, None) is not None:
+            self._keys[rp].remove(key)
+        self._changed((rp,))
+        self.begin_history(rp)
+        self._listed_at[rp] = rev
+        self.end_watches(rp)
+
+    def relist(self, prefix: str) -> None:
+        """List the resource under `prefix` (its resource prefix) afresh, on its own (values that read
+        again after an encryption configuration's reload, as upstream's cacher of that resource
+        relists once they do): its entries replaced, its history begun afresh and its watches ended;
+        other resources are not touched."""
+        task = asyncio.get_running_loop().create_task(self._relist_resource(prefix))
+        self._relisting.add(task)
+        task.add_done_callback(self._relisting.discard)
+
+    async def _relist_resource(self, prefix: str) -> None:
+        try:
+            kvs, rev = await self.store.list(prefix)
+        except Exception:  # (its values stay as they were; the next reload tries again)
+            log.exception("relisting %s failed", prefix)
+            return
+        decoder = self.decoder(prefix)
+        objs = {kv.key: Entry(None, kv.mod_revision, None, kv.value, decoder, len(kv.value)) for kv in kvs}
+        self._by_prefix[prefix] = objs
+        self._keys[prefix] = SortedList(objs)
+        self._changed((prefix,))
+        self.stats.initialized({prefix: objs})
+        self.begin_history(prefix)
+        if rev > self.rev:
+            self._relisted[prefix] = self._listed_at[prefix] = rev
+        self.end_watches(prefix)
 
     @property
     def watcher_count(self) -> int:

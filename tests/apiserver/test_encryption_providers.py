@@ -14,6 +14,7 @@ import yaml
 
 from nanokube.apiserver.auth.authorizer import Decision
 from nanokube.apiserver.encryption.controller import Encryption
+from nanokube.apiserver.encryption.corrupt import corrupt_object
 from nanokube.apiserver.encryption.options import install
 from nanokube.apiserver.encryption.kmsv2 import key_id_hash
 from nanokube.apiserver.encryption.proto import kmsv2_pb2 as pb
@@ -55,6 +56,7 @@ class Encrypted:
         self.mem._data.pop("/registry/namespaces/default", None)  # (make_stack makes it again)
         self.stack = await make_stack(store=self.store)
         self.stack.rest.unreadable, self.stack.rest.stale = self.store.unreadable, self.store.stale
+        self.store.watch_cache = self.stack.cache
         self.secrets = self.stack.client.resource("", "v1", "secrets")
         return self
 
@@ -516,6 +518,69 @@ async def test_a_reload_that_makes_unread_values_readable_relists_the_watch_cach
                 break
             await asyncio.sleep(0.01)
         assert [i["metadata"]["name"] for i in (await send(api, "GET", url))[1]["items"]] == ["s1", "s2", "s3", "s4"]
+
+
+async def test_a_watched_value_that_no_longer_reads_leaves_the_watch_cache_and_relists_its_resource_alone(tmp_path):
+    """Upstream's cacher meets a watched value it cannot decrypt as an error and relists, so no reader
+    is served the value it replaced as if current. Server b (key k1 alone) caches s1; server a, whose
+    key k2 writes, rewrites it. b then answers s1, and its list, with the corrupt-object error (before:
+    the old plaintext), its secrets watch ends and resumes only as 410 Expired, its configmaps watch
+    goes on; its reload with k2 relists secrets alone, and s1 is served as a wrote it."""
+    mem = MemoryStore()
+    path_b = write_config(tmp_path / "b.yaml", aes("aescbc", ("k1", key(1))))
+    encryption = Encryption(path_b, reload=True)
+
+    def watch(api, path: str, first_only: bool) -> list[dict]:
+        r = api.rest_client.pool_manager.request("GET", api.configuration.host + path, preload_content=False,
+                                                 timeout=60)
+        events = []
+        for line in r:  # (to the end of the stream)
+            events.append(json.loads(line))
+            if first_only:
+                break
+        r.release_conn()
+        return events
+
+    async with Encrypted(write_config(tmp_path / "a.yaml", aes("aescbc", ("k2", key(2)), ("k1", key(1)))), mem) as a, \
+            served(tmp_path, store=encryption.wrap(mem), prepare=lambda server: install(server, encryption)) as (server, b):
+        url = "/api/v1/namespaces/default/secrets"
+        assert (await send(b, "POST", url, secret("s1")))[0] == 201
+        rv = (await send(b, "GET", url + "/s1"))[1]["metadata"]["resourceVersion"]
+        watching = server.cache.watcher_count  # (the server's own)
+        secrets = asyncio.ensure_future(asyncio.to_thread(watch, b, f"{url}?watch=1&resourceVersion={rv}", False))
+        configmaps = asyncio.ensure_future(asyncio.to_thread(
+            watch, b, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}", True))
+        for _ in range(500):  # until both watches started and a's list shows s1
+            if server.cache.watcher_count == watching + 2 and (await a.secrets.list(namespace="default"))[0]:
+                break
+            await asyncio.sleep(0.01)
+        s1 = await a.secrets.get("s1", namespace="default")
+        await a.secrets.update({**s1, "data": {"password": base64.b64encode(b"rotated").decode()}})
+        assert a.raw().startswith(b"k8s:enc:aescbc:v1:k2:")
+        for _ in range(200):  # until b's watch cache met the value it cannot read
+            if (await send(b, "GET", url + "/s1"))[0] != 200:
+                break
+            await asyncio.sleep(0.01)
+        code, body = await send(b, "GET", url + "/s1")
+        assert (code, body["message"]) == (500, "Internal error occurred: " + corrupt_object(SECRET_KEY))
+        assert (await send(b, "GET", url))[0] == 500
+        assert await asyncio.wait_for(secrets, 30) == []  # ended, the rewrite never shown as the old value
+        resumed = await asyncio.to_thread(watch, b, f"{url}?watch=1&resourceVersion={rv}", True)
+        assert [(e["type"], e["object"]["code"], e["object"]["reason"]) for e in resumed] == [("ERROR", 410, "Expired")]
+        assert not configmaps.done()
+        write_config(tmp_path / "b.yaml", aes("aescbc", ("k1", key(1)), ("k2", key(2))))
+        encryption.reload()
+        for _ in range(200):  # until b relisted secrets
+            if (await send(b, "GET", url + "/s1"))[0] == 200:
+                break
+            await asyncio.sleep(0.01)
+        code, body = await send(b, "GET", url + "/s1")
+        assert (code, base64.b64decode(body["data"]["password"])) == (200, b"rotated")
+        assert [i["metadata"]["name"] for i in (await send(b, "GET", url))[1]["items"]] == ["s1"]
+        assert not configmaps.done()  # the relist was secrets' alone
+        assert (await send(b, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}}))[0] == 201
+        got = await asyncio.wait_for(configmaps, 30)
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in got] == [("ADDED", "c")]
 
 
 class Streamed(MemoryStore):

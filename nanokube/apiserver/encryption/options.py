@@ -51,4 +51,5 @@ def install(server, encryption) -> None:
     """`server` (made over `encryption.wrap`'s store) serving what the configuration adds."""
     server.encryption = encryption
     server.rest.unreadable, server.rest.stale = encryption.store.unreadable, encryption.store.stale
+    encryption.store.watch_cache = server.cache
     server.component_metrics.append(encryption.metrics.registry)

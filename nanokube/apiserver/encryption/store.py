@@ -5,9 +5,13 @@ backend (sqlite, memory, etcd) keeps ciphertext. Only a configured resource's va
 
 A value no provider reads is a corrupt object (upstream's KEP-3926 handling): a list leaves it
 out and notes its key in `unreadable`, where a read of it, or a list of its resource, answers
-the corrupt-object error instead (rest.py). A reloaded configuration while some are noted makes
-the watch cache relist, as upstream's cacher relists until the store's values read again: its
-watchers end (clients relist) and whatever the new configuration reads is served."""
+the corrupt-object error instead (rest.py). Upstream's cacher meets such a value in its watch as
+an error, and relists; here a watched value that does not read (another server's write under a
+key this one lacks, or has yet to reload) leaves the watch cache (`WatchCache.drop`: no reader
+is served the value it replaced as if current) and ends its resource's watches, so clients
+relist and meet the error. A reloaded configuration while some are noted relists their
+resources, each on its own (`WatchCache.relist`), as upstream's cacher of a resource relists
+until its values read again: whatever the new configuration reads is served."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from collections.abc import Callable
 from typing import AsyncIterator
 
 from ...machinery import errors
-from ...store.interface import DELETE, KV, PUT, Compacted, Event, RevisionMismatch, Store
+from ...store.interface import DELETE, KV, PUT, Event, RevisionMismatch, Store
 from .config import Resources
 from .value import ENCRYPTED, IDENTITY, TransformError
 
@@ -39,11 +43,9 @@ class EncryptedStore(Store):
         #: key -> (the ciphertext this server just wrote, its plaintext): its own write's event
         #: hands the plaintext on without decrypting it again
         self._written: dict[str, tuple[bytes, bytes]] = {}
-        #: the followers' (unfollow, lost), and whether the next watch is to make its caller relist
-        self._following: list[tuple[Callable[[], None], Callable[[], None]]] = []
-        self._relist = False
-        #: counts the reloads made while values did not read: a change stream opened before one ends
-        self._reloads = 0
+        #: the server's watch cache (cache.WatchCache), told of a watched value that does not read
+        #: (`drop`) and of the resources to list again after a reload (`relist`); None: no cache
+        self.watch_cache = None
 
     @property
     def resources(self) -> Resources:
@@ -51,17 +53,13 @@ class EncryptedStore(Store):
 
     @resources.setter
     def resources(self, resources: Resources) -> None:
-        """A reloaded configuration, from the next value on; the followers relist where values did not read."""
+        """A reloaded configuration, from the next value on; the watch cache relists the resources
+        whose values did not read."""
         self._resources = resources
         self._by_segment = {}
-        if self.unreadable:
-            self._reloads += 1
-        if self.unreadable and self._following:
-            self._relist = True
-            following, self._following = self._following, []
-            for unfollow, lost in following:
-                unfollow()
-                lost()
+        if self.watch_cache is not None:
+            for prefix in sorted({k[:k.index("/", len(_REGISTRY)) + 1] for k in self.unreadable}):
+                self.watch_cache.relist(prefix)
 
     def _transformer(self, key: str):
         """The key's resource's transformer (IDENTITY where no provider names it: stored as it is,
@@ -231,19 +229,15 @@ class EncryptedStore(Store):
                 self.unreadable.pop(key, None)
             else:
                 self._noted(key, e)
+                if self.watch_cache is not None:
+                    self.watch_cache.drop(key, ev.kv.mod_revision)
             return Event(DELETE if ev.type == DELETE else PUT, KV("/unreadable" + key, b"", 0, ev.kv.mod_revision), None)
         if ev.type == DELETE:
             self.unreadable.pop(key, None)
         return Event(ev.type, kv, None)
 
     async def _events(self, from_revision: int) -> AsyncIterator[Event]:
-        if self._relist:  # the watch cache's answer to Compacted: a relist
-            self._relist = False
-            raise Compacted(from_revision, from_revision)
-        reloads = self._reloads
         async for ev in self.inner.watch(from_revision):
-            if self._reloads != reloads:  # (a stream's caller relists at its next event)
-                raise Compacted(from_revision, from_revision)
             if ev.type == PUT:  # a seed the plugin has yet to decrypt (another server's), asked off the loop
                 await self._asked([ev.kv])
             yield self._event(ev)
@@ -257,25 +251,13 @@ class EncryptedStore(Store):
 
     def follow(self, from_revision: int, apply: Callable[[Event], None],
                lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
-        """The inner store's follow, remembered (while it lasts) for a reload that makes the follower
-        relist. A value under a seed a KMS plugin has yet to decrypt is not read in the callback: the
-        follow ends there, reported lost, and the follower's change stream (`_events`) asks the plugin
-        off the loop."""
+        """The inner store's follow. A value under a seed a KMS plugin has yet to decrypt is not read
+        in the callback: the follow ends there, reported lost, and the follower's change stream
+        (`_events`) asks the plugin off the loop."""
         event = self._event
         if lost is None:
             return self.inner.follow(from_revision, lambda ev: apply(event(ev)), None)
-        entry: list = []
-        ended = False
-
-        def forget() -> bool:
-            if entry and entry[0] in self._following:
-                self._following.remove(entry[0])
-                return True
-            return False
-
-        def dropped() -> None:
-            forget()
-            lost()
+        ended = over = False  # (over: reported lost, or unfollowed by the follower: lost no more)
 
         def applied(ev: Event) -> None:
             nonlocal ended
@@ -287,20 +269,25 @@ class EncryptedStore(Store):
                 return
             apply(event(ev))
 
-        def stream() -> None:
-            if forget():
-                unfollow()
+        def dropped() -> None:
+            nonlocal over
+            if not over:
+                over = True
                 lost()
+
+        def stream() -> None:
+            if not over:
+                unfollow()
+                dropped()
         unfollow = self.inner.follow(from_revision, applied, dropped)
         if unfollow is None:
             return None
-        entry.append((unfollow, lost))
-        self._following.append(entry[0])
 
-        def unfollowed() -> None:
-            forget()
+        def stop() -> None:
+            nonlocal over
+            over = True
             unfollow()
-        return unfollowed
+        return stop
 
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)
