@@ -10,7 +10,9 @@ scheduler binds to it. Its pod network range is the lowest no other node's addre
 the node IPAM controller hands out the next free one. Its port (--secure-port, reported as the
 Node's kubelet endpoint, reached at its Hostname address, --hostname-override) serves the kubelet's
 endpoints, the API server's pods/log, exec, attach, portforward and nodes/proxy among them, to
-callers the API server vouches for (kubelet_auth.py). SIGTERM or SIGINT stops it cleanly."""
+callers the API server vouches for (kubelet_auth.py), with a self-signed certificate, or with
+`--rotate-server-certificates` (serverTLSBootstrap) one the cluster's kubelet-serving signer issued
+once an admin approved its request. SIGTERM or SIGINT stops it cleanly."""
 
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ def add_parser(sub) -> None:
     p.add_argument("--rotate-certificates", action="store_true",
                    help="ask for a new client certificate before the current one expires (off by default, as the "
                         "kubelet's; kubeadm turns it on)")
+    p.add_argument("--rotate-server-certificates", action="store_true",
+                   help="serverTLSBootstrap: ask as the node for a serving certificate (signer kubernetes.io/kubelet-"
+                        "serving, the node's addresses its names), which an admin approves (`kubectl certificate "
+                        "approve`: kube-controller-manager does not); the port serves it once issued (its handshakes "
+                        "fail until then; --tls-cert-file is not read) and it is renewed before it expires")
     p.add_argument("--node-name", default="", metavar="NAME", help="the node's name (default: the host's name)")
     p.add_argument("--hostname-override", default="", metavar="NAME",
                    help="the Hostname address the node reports, where the API server reaches its kubelet's port "
@@ -113,23 +120,30 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         await bootstrap.bootstrap(args.kubeconfig, args.bootstrap_kubeconfig, args.cert_dir, name, _client)
     client = await _client(kubeconfig.load(args.kubeconfig, env={}))
     stop = component_cli.stop_on_signals()
-    nodes = runner = rotation = None
+    nodes = runner = None
+    rotations: list[asyncio.Task] = []
     try:
         joining = cluster.joining(name, await _free_index(client, name), args.pool)
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, **options_from_env())
         agent = nodes.agents[name]
         agent.hostname, agent.kubelet_port = args.hostname_override or socket.gethostname().lower(), args.secure_port
         await nodes.start()
+        serving = component_server.tls_context("", "", client.creds.ca, self_signed=False) \
+            if args.rotate_server_certificates else None
         runner = await component_server.serve(args, _endpoints(args, client, stop, nodes.kubelet_for(name)), "kubelet",
-                                              client_ca=client.creds.ca)
+                                              client_ca=client.creds.ca, tls=serving)
         if args.rotate_certificates and args.bootstrap_kubeconfig:
-            rotation = asyncio.create_task(bootstrap.rotate(client, name, os.path.join(args.cert_dir, bootstrap.CURRENT)))
+            rotations.append(asyncio.create_task(bootstrap.rotate(client, name,
+                                                                  os.path.join(args.cert_dir, bootstrap.CURRENT))))
+        if serving is not None:
+            rotations.append(asyncio.create_task(bootstrap.rotate_serving(client, name, agent.addresses, args.cert_dir,
+                                                                          serving.load_cert_chain)))
         log.info("node %s is running", name)
         await stop.wait()
     finally:
-        if rotation is not None:
-            rotation.cancel()
-            await asyncio.gather(rotation, return_exceptions=True)
+        for task in rotations:
+            task.cancel()
+        await asyncio.gather(*rotations, return_exceptions=True)
         if runner is not None:
             await runner.cleanup()
         if nodes is not None:

@@ -212,9 +212,11 @@ def _self_signed(directory: str) -> tuple[str, str]:
     return cert, key
 
 
-def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"") -> ssl.SSLContext:
+def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"", self_signed: bool = True) -> ssl.SSLContext:
     """The serving certificate's context; with `client_ca`, a client certificate it signed is
-    asked for and verified (--client-ca-file), a request without one left to other credentials."""
+    asked for and verified (--client-ca-file), a request without one left to other credentials.
+    Not `self_signed`: without a certificate file it serves none until one is loaded into it (its
+    handshakes fail until then)."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     if client_ca:
         ctx.load_verify_locations(cadata=client_ca.decode())
@@ -222,19 +224,23 @@ def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"") -> ssl.SS
     if cert_file:
         ctx.load_cert_chain(cert_file, key_file)
         return ctx
+    if not self_signed:
+        return ctx
     with tempfile.TemporaryDirectory() as d:
         ctx.load_cert_chain(*_self_signed(d))
     return ctx
 
 
-async def serve(args, application: web.Application, name: str, client_ca: bytes = b"") -> web.AppRunner | None:
-    """Listen on --bind-address:--secure-port over HTTPS; port 0 serves nothing, as upstream."""
+async def serve(args, application: web.Application, name: str, client_ca: bytes = b"",
+                tls: ssl.SSLContext | None = None) -> web.AppRunner | None:
+    """Listen on --bind-address:--secure-port over HTTPS (the flags' certificate, or `tls`); port 0
+    serves nothing, as upstream."""
     if args.secure_port == 0:
         return None
     runner = web.AppRunner(application, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.bind_address, args.secure_port,
-                       ssl_context=tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))
+                       ssl_context=tls or tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))
     try:
         await site.start()
     except OSError as e:

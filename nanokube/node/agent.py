@@ -412,6 +412,10 @@ class NodeAgent:
             spec["taints"] = [dict(t) for t in self.spec.taints]
         return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.name, "labels": labels}, "spec": spec}
 
+    def addresses(self) -> list[dict]:
+        """The Node's status.addresses (a kubelet's serving certificate names them)."""
+        return [{"type": "InternalIP", "address": self.host_ip}, {"type": "Hostname", "address": self.hostname}]
+
     def status(self) -> dict:
         ident = _machine_id(self.name)
         capacity, allocatable = self.devices.capacity()
@@ -419,7 +423,7 @@ class NodeAgent:
             "capacity": {**self.spec.capacity, **capacity},
             "allocatable": {**self.spec.allocatable, **allocatable},
             "conditions": self._conditions,
-            "addresses": [{"type": "InternalIP", "address": self.host_ip}, {"type": "Hostname", "address": self.hostname}],
+            "addresses": self.addresses(),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
             "images": image_list(self.images),
             "nodeInfo": {

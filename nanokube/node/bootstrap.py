@@ -8,14 +8,21 @@ certificatesigningrequests/nodeclient) and issued, and writes the certificate an
 `<cert dir>/kubelet-client-current.pem` and a kubeconfig naming that file, which it uses from then
 on; a kubeconfig whose certificate is still valid is used as it is. With rotation on, a new
 certificate is asked for, as the node itself (selfnodeclient), once 70 to 90% of the current one's
-life has passed, and put in place of the old one: the file, and the TLS context new connections use."""
+life has passed, and put in place of the old one: the file, and the TLS context new connections use.
+serverTLSBootstrap (--rotate-server-certificates) asks as the node for a serving certificate of the
+kubelet-serving signer, the node's addresses its SANs (addressesToHostnamesAndIPs), which
+kube-controller-manager never approves on its own: an admin does (`kubectl certificate approve`);
+it is written to `<cert dir>/kubelet-server-current.pem`, served from then on and renewed the same
+way; a request left unanswered 15 minutes is made anew."""
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import logging
 import os
 import random
+from collections.abc import Awaitable, Callable
 
 import yaml
 from cryptography import x509
@@ -34,6 +41,12 @@ CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
 #: a kubelet's client usages with an ECDSA key (an RSA key would add key encipherment)
 USAGES = ["digital signature", "client auth"]
 CURRENT = "kubelet-client-current.pem"
+SERVING_SIGNER = "kubernetes.io/kubelet-serving"
+#: a kubelet's serving usages with an ECDSA key
+SERVING_USAGES = ["digital signature", "server auth"]
+SERVING_CURRENT = "kubelet-server-current.pem"
+#: how long a serving request may wait for its approval before another is made (certificateWaitTimeout)
+SERVING_WAIT = 900.0
 #: how often a pending request is looked at again
 POLL = 0.5
 
@@ -67,24 +80,52 @@ def still_valid(path: str, now: float) -> bool:
     return cert is not None and cert.not_valid_before_utc.timestamp() <= now <= cert.not_valid_after_utc.timestamp()
 
 
-def _request(node_name: str, key) -> dict:
-    csr = (x509.CertificateSigningRequestBuilder()
-           .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
-                                    x509.NameAttribute(NameOID.COMMON_NAME, NODE_PREFIX + node_name)]))
-           .sign(key, hashes.SHA256()))
+def serving_names(addresses: list[dict]) -> tuple[list[str], list[str]]:
+    """addressesToHostnamesAndIPs: a serving certificate's DNS and IP names, each set sorted, from
+    the node's addresses (a Hostname that is an IP among the IPs)."""
+    dns, ips = set(), set()
+    for a in addresses:
+        value, kind = a.get("address") or "", a.get("type")
+        try:
+            ip = ipaddress.ip_address(value)
+        except ValueError:
+            ip = None
+        if kind in ("InternalIP", "ExternalIP", "Hostname") and ip is not None:
+            ips.add(str(ip))
+        elif kind in ("Hostname", "InternalDNS", "ExternalDNS") and value:
+            dns.add(value)
+    return sorted(dns), sorted(ips)
+
+
+def _request(node_name: str, key, addresses: list[dict] | None = None) -> dict:
+    """A client certificate's request, or with `addresses` a serving certificate's."""
+    b = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
+        x509.NameAttribute(NameOID.COMMON_NAME, NODE_PREFIX + node_name)]))
+    if addresses is not None:
+        dns, ips = serving_names(addresses)
+        b = b.add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]), critical=False)
+    csr = b.sign(key, hashes.SHA256())
+    signer, usages, name = (CLIENT_SIGNER, USAGES, "node-csr-") if addresses is None else \
+        (SERVING_SIGNER, SERVING_USAGES, "csr-")
     return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-            "metadata": {"generateName": "node-csr-"},
+            "metadata": {"generateName": name},
             "spec": {"request": base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode(),
-                     "signerName": CLIENT_SIGNER, "usages": USAGES}}
+                     "signerName": signer, "usages": usages}}
 
 
-async def request_certificate(client, node_name: str, clock: Clock = REAL) -> bytes:
-    """A new key and its issued certificate, as one PEM (certificate, then key)."""
+async def request_certificate(client, node_name: str, clock: Clock = REAL, addresses: list[dict] | None = None,
+                              wait: float | None = None) -> bytes:
+    """A new key and its issued certificate, as one PEM (certificate, then key): a client
+    certificate's, or with `addresses` a serving certificate's. BootstrapError when it is denied or
+    failed, or not issued within `wait` seconds."""
     key = ec.generate_private_key(ec.SECP256R1())
     csrs = client.resource("certificates.k8s.io", "v1", "certificatesigningrequests")
-    name = (await csrs.create(_request(node_name, key)))["metadata"]["name"]
+    name = (await csrs.create(_request(node_name, key, addresses)))["metadata"]["name"]
     log.info("waiting for certificate signing request %s to be approved and issued", name)
-    while True:
+    until = None if wait is None else clock.now() + wait
+    while until is None or clock.now() < until:
         status = (await csrs.get(name)).get("status") or {}
         for c in status.get("conditions") or ():
             if c.get("type") in ("Denied", "Failed"):
@@ -93,12 +134,13 @@ async def request_certificate(client, node_name: str, clock: Clock = REAL) -> by
         if status.get("certificate"):
             return base64.b64decode(status["certificate"]) + private_pem(key)
         await clock.sleep(POLL)
+    raise BootstrapError(f"certificate signing request {name} was not issued within {wait:g} s")
 
 
-def write_pem(cert_dir: str, pem: bytes) -> str:
-    """The certificate and key to `<cert_dir>/kubelet-client-current.pem` (replaced at once, 0600)."""
+def write_pem(cert_dir: str, pem: bytes, name: str = CURRENT) -> str:
+    """The certificate and key to `<cert_dir>/<name>` (replaced at once, 0600)."""
     os.makedirs(cert_dir, mode=0o700, exist_ok=True)
-    path = os.path.join(cert_dir, CURRENT)
+    path = os.path.join(cert_dir, name)
     tmp = path + ".tmp"
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
         f.write(pem)
@@ -143,25 +185,61 @@ async def bootstrap(kubeconfig_path: str, bootstrap_path: str, cert_dir: str, no
 
 def rotation_deadline(pem: bytes) -> float:
     """When to ask for the next certificate: a random point 70 to 90% into this one's life
-    (the certificate manager's jittered deadline)."""
+    (the certificate manager's jittered deadline); 0 (now) for no certificate."""
     cert = _certificate(pem)
+    if cert is None:
+        return 0.0
     start, end = cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
     return start + (end - start) * random.uniform(0.7, 0.9)
+
+
+async def _renew(pem_path: str, ask: Callable[[], Awaitable[bytes]], use: Callable[[str], None], what: str,
+                 clock: Clock) -> None:
+    """Forever: at the deadline of the certificate at `pem_path` (at once without one), `ask()` for
+    a new one, write it over the file and `use(pem_path)`; a failed ask is tried again 30 s later."""
+    while True:
+        try:
+            with open(pem_path, "rb") as f:
+                deadline = rotation_deadline(f.read())
+        except OSError:
+            deadline = 0.0
+        await clock.sleep(max(0.0, deadline - clock.now()))
+        try:
+            pem = await ask()
+        except Exception as e:  # whatever failed (the server away, a denial): tried again a little later
+            log.warning("rotating the %s certificate failed: %s", what, e)
+            await clock.sleep(30.0)
+            continue
+        write_pem(os.path.dirname(pem_path), pem, os.path.basename(pem_path))
+        use(pem_path)
+        log.info("rotated the %s certificate in %s", what, pem_path)
 
 
 async def rotate(client, node_name: str, pem_path: str, clock: Clock = REAL) -> None:
     """Forever: at each certificate's deadline, a new one for the node, asked for as the node,
     written over `pem_path` and loaded into the client's TLS context for the connections it opens."""
-    while True:
-        with open(pem_path, "rb") as f:
-            deadline = rotation_deadline(f.read())
-        await clock.sleep(max(0.0, deadline - clock.now()))
-        try:
-            pem = await request_certificate(client, node_name, clock)
-        except Exception as e:  # whatever failed (the server away, a denial): tried again a little later
-            log.warning("rotating the client certificate failed: %s", e)
-            await clock.sleep(30.0)
-            continue
-        write_pem(os.path.dirname(pem_path), pem)
-        client.creds.ssl.load_cert_chain(pem_path)
-        log.info("rotated the client certificate in %s", pem_path)
+    await _renew(pem_path, lambda: request_certificate(client, node_name, clock), client.creds.ssl.load_cert_chain,
+                 "client", clock)
+
+
+async def rotate_serving(client, node_name: str, addresses: Callable[[], list[dict]], cert_dir: str,
+                         use: Callable[[str], None], clock: Clock = REAL) -> None:
+    """serverTLSBootstrap, forever: a serving certificate still valid in `cert_dir` is used at once;
+    at its deadline (at once without one) a new one is asked for as the node, for `addresses()`,
+    and `use(path)` once issued. A node without an IP address asks for none (AllowDNSOnlyNodeCSR off)."""
+    path = os.path.join(cert_dir, SERVING_CURRENT)
+    try:
+        with open(path, "rb") as f:
+            cert = _certificate(f.read())
+    except OSError:
+        cert = None
+    if cert is not None and cert.not_valid_before_utc.timestamp() <= clock.now() <= cert.not_valid_after_utc.timestamp():
+        use(path)
+
+    async def ask() -> bytes:
+        current = addresses()
+        if not serving_names(current)[1]:
+            raise BootstrapError("the node has no IP address to ask for a serving certificate for")
+        return await request_certificate(client, node_name, clock, current, SERVING_WAIT)
+
+    await _renew(path, ask, use, "serving", clock)

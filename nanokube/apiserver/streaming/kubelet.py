@@ -74,6 +74,20 @@ def _x509_error(e: ssl.SSLCertVerificationError) -> str:
     return f"x509: {e.verify_message or e.reason}"
 
 
+#: OpenSSL's names of the alerts whose Go names differ
+_ALERTS = {"UNKNOWN_CA": "unknown certificate authority", "BAD_CERTIFICATE": "bad certificate"}
+
+
+def _tls_error(e: ssl.SSLError) -> str:
+    """A failed handshake in crypto/tls's words: an alert the kubelet sent is `remote error: tls: <alert>`."""
+    reason = e.reason or ""
+    for prefix in ("SSLV3_ALERT_", "TLSV1_ALERT_", "TLSV13_ALERT_"):
+        if reason.startswith(prefix):
+            alert = reason[len(prefix):]
+            return f"remote error: tls: {_ALERTS.get(alert, alert.lower().replace('_', ' '))}"
+    return f"tls: {reason.lower().replace('_', ' ') or e}"
+
+
 def _host_error(peer: dict, host: str) -> str | None:
     """Go's HostnameError for a verified certificate that does not name `host`, or None: an IP is
     matched against the IP SANs, a name against the DNS SANs (a `*.` one covering one label)."""
@@ -119,7 +133,11 @@ class KubeletConnection:
         except ssl.SSLCertVerificationError as e:
             raise DialError(f"tls: failed to verify certificate: {_x509_error(e)}") from None
         except ssl.SSLError as e:
-            raise DialError(f"tls: {e.reason or e}") from None
+            raise DialError(_tls_error(e)) from None
+        except ConnectionResetError as e:
+            if e.errno is None:  # the kubelet hung up in the handshake (one with no serving certificate yet)
+                raise DialError("EOF") from None
+            raise DialError(f"dial tcp {self.host}: connect: {os.strerror(e.errno).lower()}") from None
         except (OSError, TimeoutError) as e:
             why = "i/o timeout" if isinstance(e, TimeoutError) else (os.strerror(e.errno) if e.errno else str(e)).lower()
             raise DialError(f"dial tcp {self.host}: connect: {why}") from None
