@@ -138,7 +138,8 @@ class Subresources:
             # (the Go struct keeps no unknown field: the answer, which echoes the spec, has none either)
             body = structural.prune(body, schema.definitions()[TOKEN_REQUEST])
             _same_namespace(body, namespace)
-            node_token_request(partial(lookup.get, self.rest), namespace, name, body, opts.user)  # NodeRestriction's
+            await node_token_request(self.rest.admission.authorizer, partial(lookup.get, self.rest), namespace, name, body,
+                                     opts.user)  # NodeRestriction's
             return _warned(h.render_untabled(request, self.tokens.token_request(namespace, name, body),
                                              "*authentication.TokenRequest"), warnings)
         if sub == "log" and m == "GET":

@@ -278,6 +278,39 @@ def test_node_credentials_read_and_write_only_their_own_node_objects(cluster, gp
         "CN=system:node:gpu-0")
 
 
+def test_node_tokens_are_for_the_audiences_its_pods_use(cluster, gpu0):
+    """ServiceAccountNodeAudienceRestriction: a node's TokenRequest for its pod names at most one
+    audience, one the pod's volumes use (its projected token's: the API server's, "") unless an admin
+    lets the node `request-serviceaccounts-token-audience` on it."""
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([_bound_pod("here", "gpu-0")]))
+    here = cluster.kubectl_json("get", "pod", "here")
+    path = "/api/v1/namespaces/default/serviceaccounts/default/token"
+
+    def request(*audiences: str) -> tuple[int, dict]:
+        return _call(cluster, gpu0, "POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                                   "spec": {"audiences": list(audiences), "boundObjectRef": {
+                                                       "apiVersion": "v1", "kind": "Pod", "name": "here",
+                                                       "uid": here["metadata"]["uid"]}}})
+
+    code, out = request()
+    assert code == 201 and out["status"]["token"]
+    assert request("vault")[1]["message"] == ('serviceaccounts "default" is forbidden: audience "vault" not found in pod '
+                                              "spec volume, system:node:gpu-0 is not authorized to request tokens for "
+                                              "this audience")
+    assert request("vault", "")[1]["message"] == 'serviceaccounts "default" is forbidden: node may only request 0 or 1 audiences'
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([
+        {"apiVersion": f"{G}/v1", "kind": "ClusterRole", "metadata": {"name": "gpu-0-vault"},
+         "rules": [{"apiGroups": [""], "resources": ["vault"], "verbs": ["request-serviceaccounts-token-audience"]}]},
+        {"apiVersion": f"{G}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "gpu-0-vault"},
+         "roleRef": {"apiGroup": G, "kind": "ClusterRole", "name": "gpu-0-vault"},
+         "subjects": [{"apiGroup": G, "kind": "User", "name": "system:node:gpu-0"}]}]))
+    try:
+        code, out = wait_for(lambda: (r := request("vault"))[0] != 403 and r, what="the audience granted")
+        assert (code, out["status"]["token"] != "") == (201, True)
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding/gpu-0-vault", "clusterrole/gpu-0-vault")
+
+
 def test_an_admins_binding_grants_a_node_what_the_node_authorizer_refused(cluster, gpu0):
     """The default system:node binding names nobody (the Node authorizer grants a node the role's
     rules itself), and the Node authorizer's refusal of a Secret no pod of the node uses is no

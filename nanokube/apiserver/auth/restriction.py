@@ -101,9 +101,11 @@ def node_eviction(lookup, namespace: str, name: str, user) -> None:
         raise errors.forbidden("", "pods", name, f"node {node} can only evict pods with spec.nodeName set to itself")
 
 
-def node_token_request(lookup, namespace: str, name: str, request: dict, user) -> None:
+async def node_token_request(authorizer, lookup, namespace: str, name: str, request: dict, user) -> None:
     """admitServiceAccount: a node's TokenRequest is bound to a pod (by name and UID) that is bound
-    to the node, so a node mints tokens only for what runs on it."""
+    to the node, so a node mints tokens only for what runs on it; and (ServiceAccountNodeAudienceRestriction,
+    on by default since 1.33) for at most one audience, one the pod's volumes use unless the node may
+    `request-serviceaccounts-token-audience` on it."""
     node = node_of(user.name, user.groups)
     if not node:
         return
@@ -122,6 +124,41 @@ def node_token_request(lookup, namespace: str, name: str, request: dict, user) -
     if (pod.get("spec") or {}).get("nodeName") != node:
         raise errors.forbidden("", "serviceaccounts", name, "node requested token bound to a pod scheduled on a "
                                                             "different node")
+    audiences = (request.get("spec") or {}).get("audiences") or []
+    if len(audiences) > 1:
+        raise errors.forbidden("", "serviceaccounts", name, "node may only request 0 or 1 audiences")
+    audience = audiences[0] if audiences else ""
+    if audience in _pod_audiences(lookup, pod):
+        return
+    asked = Attributes("request-serviceaccounts-token-audience", "", True, "", "v1", audience, "", namespace, name)
+    if authorizer is None or not (await decide(authorizer, user, asked)).allowed:
+        raise errors.forbidden("", "serviceaccounts", name, f'audience "{audience}" not found in pod spec volume, '
+                                                            f"{user.name} is not authorized to request tokens for "
+                                                            "this audience")
+
+
+def _pod_audiences(lookup, pod: dict) -> set[str]:
+    """The token audiences a pod's volumes use: its projected serviceAccountToken sources' ("" for the
+    API server's), and the tokenRequests of the CSIDrivers of its CSI volumes, inline or behind a
+    claim (an ephemeral volume's too)."""
+    spec, ns = pod.get("spec") or {}, pod["metadata"].get("namespace", "")
+    out: set[str] = set()
+    drivers: set[str] = set()
+    for v in spec.get("volumes") or []:
+        for src in (v.get("projected") or {}).get("sources") or []:
+            if (token := src.get("serviceAccountToken")) is not None:
+                out.add(token.get("audience") or "")
+        claim = (v.get("persistentVolumeClaim") or {}).get("claimName") or \
+            (f"{pod['metadata']['name']}-{v['name']}" if v.get("ephemeral") else "")
+        if claim:
+            pvc = lookup("", "persistentvolumeclaims", ns, claim) or {}
+            pv = lookup("", "persistentvolumes", "", (pvc.get("spec") or {}).get("volumeName") or "") or {}
+            drivers.add(((pv.get("spec") or {}).get("csi") or {}).get("driver") or "")
+        drivers.add((v.get("csi") or {}).get("driver") or "")
+    for driver in drivers - {""}:
+        csi = lookup(STORAGE, "csidrivers", "", driver) or {}
+        out |= {r.get("audience") or "" for r in (csi.get("spec") or {}).get("tokenRequests") or []}
+    return out
 
 
 def _own_lease(node: str, namespace: str, name: str) -> None:
