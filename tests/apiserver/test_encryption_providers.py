@@ -256,15 +256,17 @@ async def test_kms_v2_envelope(tmp_path, plugin):
                                                   "status: unhealthy")
 
 
-async def test_kms_v2_plugin_away(tmp_path):
-    """No plugin on the socket: writes fail with the gRPC error, the health check says why."""
+async def test_kms_v2_plugin_away(tmp_path, caplog):
+    """No plugin on the socket: writes fail as upstream's, with no seed (`got unexpected nil transformer`),
+    the poll's log and the health check say why."""
     path = write_config(tmp_path / "enc.yaml", {"kms": {"apiVersion": "v2", "name": "gone",
                                                         "endpoint": f"unix://{tmp_path}/none.sock", "timeout": "1s"}})
     async with Encrypted(path) as s:
         with pytest.raises(APIError) as e:
             await s.secrets.create(secret(), namespace="default")
-        assert e.value.code == 500
-        assert "failed to get current KMSv2 state for provider gone: rpc error: code = Unavailable" in e.value.message
+        assert (e.value.code, e.value.message) == (500, "Internal error occurred: got unexpected nil transformer")
+        assert ("kms plugin failed health check probe: failed to perform status section of the healthz check for KMS "
+                "Provider gone, error: rpc error: code = Unavailable") in caplog.text
         why = s.encryption.checks()[0].run()
         assert why.startswith("failed to perform status section of the healthz check for KMS Provider gone, error: "
                               "rpc error: code = Unavailable")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import re
 import uuid
@@ -36,6 +37,8 @@ from google.protobuf.message import DecodeError
 from ...clock import REAL, Clock
 from .proto import kmsv2_pb2 as pb
 from .value import AESGCM, TransformError
+
+log = logging.getLogger(__name__)
 
 SERVICE = "v2.KeyManagementService"
 #: the plugin API version a healthy plugin's Status reports
@@ -155,8 +158,6 @@ class Envelope:
         #: the key ID poll and the health check in flight in a worker thread, if any
         self._polling: asyncio.Future | None = None
         self._checking: asyncio.Future | None = None
-        #: why the last key ID poll failed (the first write's error while there is no seed)
-        self._poll_error: str | None = None
         #: digest -> why the plugin last failed to decrypt that seed (`learn`), answered by every read
         #: of a value under it until a `learn` succeeds: a read never asks the plugin on the loop
         self._failed: dict[bytes, str] = {}
@@ -252,13 +253,15 @@ class Envelope:
                 raise TransformError("got unexpected empty keyID" if not resp.key_id else
                                      f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}")
             self._rotate_if(resp.key_id, started)
-            self._polled, self._poll_error = now, None
+            self._polled = now
             return
         except TransformError as e:
-            self._poll_error = str(e)
+            why = str(e)
         except Exception as e:
-            self._poll_error = f"failed to get current KMSv2 state for provider {self.name}: {rpc_error(e)}"
+            why = f"failed to perform status section of the healthz check for KMS Provider {self.name}, error: " \
+                  f"{rpc_error(e)}"
         self._poll_failed = now
+        log.error("kms plugin failed health check probe: %s (name %s)", why, self.name)
 
     async def ready(self) -> None:
         """Before a write: a due key ID poll started in a worker thread (one at a time), waited for
@@ -276,8 +279,10 @@ class Envelope:
             await asyncio.shield(self._polling)
 
     def _current(self) -> _State:
+        """The seed that writes; before any, upstream's getCurrentState's answer (why the plugin
+        could not be asked is logged by the poll, as upstream's probe logs it)."""
         if self._state is None:
-            raise TransformError(self._poll_error or f"failed to get current KMSv2 state for provider {self.name}")
+            raise TransformError("got unexpected nil transformer")
         return self._state
 
     @staticmethod
