@@ -862,7 +862,7 @@ class ProcessPodWorker(PodWorker):
 
     # --- what changes of a running pod's spec (PodWorker._sync_spec decides) --------------
 
-    def _start_ephemeral(self) -> bool:
+    async def _start_ephemeral(self) -> bool:
         """Start the ephemeral containers the spec gained as processes of the pod, each run once;
         whether there were any."""
         started = False
