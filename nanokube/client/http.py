@@ -30,10 +30,6 @@ from .metrics import LATENCY, REQUESTS
 from .transport import Pool
 
 JSON = "application/json"
-#: the auto header a session leaves out: the components ask for no gzip (rest.Config's DisableCompression,
-#: as the loopback client sets it): beside the server, compressing a large list costs both sides CPU
-#: and saves nothing, and the server writes an uncompressed one in slices without copying it
-_NO_GZIP = ("Accept-Encoding",)
 #: seconds between reads of discovery (kube-controller-manager's garbage collector and quota
 #: controllers rediscover every 30 s)
 REDISCOVERY_PERIOD = 30.0
@@ -128,21 +124,15 @@ class HTTPClient:
         self._rediscovery: asyncio.Task | None = None
         self.field_manager = field_manager
         self.user_agent = user_agent
-        self.headers = {"User-Agent": user_agent, "Accept": JSON}
-        if creds.token:
-            self.headers["Authorization"] = f"Bearer {creds.token}"
         self._index = RemoteIndex()
-        #: watches' connections (aiohttp); the unary requests' are `unary`'s
-        self.session: aiohttp.ClientSession | None = None
-        self.unary = Pool(creds.server, creds.ssl)
-        #: the header lines of each unary request (`_static_head`)
+        #: the connections: the unary requests' kept alive, each watch's its own
+        self.conns = Pool(creds.server, creds.ssl)
+        #: the header lines of each request (`_static_head`)
         self._head = self._static_head()
         #: the client that owns discovery (this one, unless `named` or `with_token` made it)
         self._root = self
         #: the client that owns the connections (this one, unless `named` made it)
         self._pool = self
-        #: sent with each request: a named client's own user agent
-        self._agent: dict[str, str] = {}
         #: a token client's bearer tokens, fresh ones on each call (`with_token`)
         self._tokens: Callable[[], Awaitable[str]] | None = None
         #: the token clients made of this one, closed with it
@@ -168,7 +158,6 @@ class HTTPClient:
         client's connections and discovery, so it is neither started nor closed itself."""
         child = copy.copy(self)
         child.user_agent = f"{self.user_agent}/{name}"
-        child._agent = {"User-Agent": child.user_agent}
         child._head = child._static_head()
         return child
 
@@ -179,47 +168,38 @@ class HTTPClient:
         first use and closed with this client, and reads this client's discovery."""
         child = self.named(name)
         child.creds = dataclasses.replace(self.creds, ssl=self.creds.anonymous_ssl, token="")
-        child.session, child._pool, child._tokens = None, child, tokens
-        child.unary, child._head = Pool(child.creds.server, child.creds.ssl), child._static_head()
+        child._pool, child._tokens = child, tokens
+        child.conns, child._head = Pool(child.creds.server, child.creds.ssl), child._static_head()
         self._root._token_clients.append(child)
         return child
 
     def _static_head(self) -> str:
-        """The header lines every unary request of this client sends: its user agent, what it accepts, a
-        kubeconfig's bearer token."""
+        """The header lines every request of this client sends: its user agent, what it accepts, a
+        kubeconfig's bearer token. No Accept-Encoding: the components ask for no gzip (rest.Config's
+        DisableCompression, as the loopback client sets it): beside the server, compressing a large
+        list costs both sides CPU and saves nothing."""
         head = _line("User-Agent", self.user_agent) + f"Accept: {JSON}\r\n"
         return head + (_line("Authorization", f"Bearer {self.creds.token}") if self.creds.token else "")
+
+    async def _request_head(self) -> str:
+        """`_head`, with a token client's fresh token."""
+        if self._tokens is None:
+            return self._head
+        return self._head + _line("Authorization", f"Bearer {await self._tokens()}")
 
     async def _unary(self, method: str, path: str, params: dict | None = None, data: bytes | None = None,
                      content_type: str = JSON) -> tuple[int, bytes]:
         """A request through this client's pool of unary connections: its answer's status and body."""
-        head = self._head
-        if self._tokens is not None:
-            head += _line("Authorization", f"Bearer {await self._tokens()}")
+        head = await self._request_head()
         if data is not None:
             head += f"Content-Type: {content_type}\r\n"
         if params:
             path += ("&" if "?" in path else "?") + urlencode(params, quote_via=quote)
-        return await self._pool.unary.request(method, path, head, data)
-
-    async def _headers(self) -> dict[str, str] | None:
-        """A watch's own headers: the named client's user agent, a token client's token."""
-        headers = dict(self._agent)
-        if self._tokens is not None:
-            headers["Authorization"] = f"Bearer {await self._tokens()}"
-            if self._pool.session is None:
-                self._pool.session = aiohttp.ClientSession(
-                    headers={"Accept": JSON}, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
-                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), skip_auto_headers=_NO_GZIP)
-        return headers or None
+        return await self._pool.conns.request(method, path, head, data)
 
     async def start(self) -> None:
-        """Open the watches' connection pool and read discovery. The pool is unbounded:
-        every watch holds a connection for its life, and a controller manager
-        runs dozens of informers (a bounded pool would starve requests)."""
-        self.session = aiohttp.ClientSession(
-            headers=self.headers, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), skip_auto_headers=_NO_GZIP)
+        """Read discovery; connections open as requests need them (the pool is unbounded: every watch
+        holds a connection for its life, and a controller manager runs dozens of informers)."""
         self.index = await self._discover()
         self._rediscovery = asyncio.create_task(self._rediscover())
 
@@ -251,12 +231,8 @@ class HTTPClient:
         if self._rediscovery is not None:
             self._rediscovery.cancel()
         for child in self._token_clients:
-            child.unary.close()
-            if child.session:
-                await child.session.close()
-        self.unary.close()
-        if self.session:
-            await self.session.close()
+            child.conns.close()
+        self.conns.close()
 
     async def request(self, method: str, path: str, body: Any = None, params: dict | None = None,
                       content_type: str = JSON, answer: bool = True) -> Any:
@@ -361,19 +337,16 @@ class HTTPResourceClient:
                      ("fieldSelector", field_selector), ("timeoutSeconds", timeout_seconds and str(timeout_seconds))):
             if v:
                 params[k] = v
-        headers = await self.c._headers()
+        target = f"{self._path(namespace)}?{urlencode(params, quote_via=quote)}"
         try:
-            resp = await self.c._pool.session.get(self.c.creds.server + self._path(namespace), params=params,
-                                                  headers=headers)
+            status, stream = await self.c._pool.conns.watch(target, await self.c._request_head())
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             self.c.count("GET", "<error>")
             raise
-        self.c.count("GET", str(resp.status))
-        if resp.status >= 400:
-            raw = await resp.read()
-            resp.release()
-            raise _error(resp.status, raw)
-        return _events(resp)
+        self.c.count("GET", str(status))
+        if status >= 400:
+            raise _error(status, await stream.read())
+        return stream
 
     async def create(self, obj: dict, namespace: str | None = None, response: bool = True) -> dict | None:
         """`response` False: the caller drops the created object (an Event recorder), so None, as the
@@ -438,18 +411,3 @@ def _delete_options(policy: str | None, grace: int | None, preconditions: dict |
         opts["preconditions"] = preconditions
     return opts
 
-
-async def _events(resp: aiohttp.ClientResponse):
-    """Watch events from a chunked stream of JSON lines; an ERROR event
-    (410 Gone after compaction) is raised as the APIError it carries."""
-    try:
-        async for line in resp.content:
-            if not line.strip():
-                continue
-            ev = orjson.loads(line)
-            if ev["type"] == "ERROR":
-                s = ev["object"]
-                raise APIError(s.get("code", 500), s.get("reason", ""), s.get("message", ""))
-            yield ev["type"], ev["object"]
-    finally:
-        resp.close()

@@ -1,11 +1,13 @@
-"""HTTP/1.1 for a component's unary requests (one answer read whole): a keep-alive connection pool
-over asyncio, as client-go's http.Transport keeps one per server.
+"""HTTP/1.1 for a component's requests: a keep-alive connection pool over asyncio for the unary ones
+(one answer read whole), as client-go's http.Transport keeps one per server, and a connection of its
+own for each watch, whose answer is a stream of JSON lines.
 
-aiohttp's ClientSession spends ~0.5 M instructions on each such request in machinery these requests
+aiohttp's ClientSession spends ~0.5 M instructions on each unary request in machinery these requests
 do not use (URL objects, header multidicts, the cookie jar, timers, streamed payloads); a stuck pod's
-two writes made that most of the scheduler's CPU for it (benchmarks/README, issue 19 row 1). Here a
-request is its bytes, written once, and its answer is parsed by httptools (llhttp, in C). Watches and
-other streams stay on aiohttp.
+two writes made that most of the scheduler's CPU for it (benchmarks/README, issue 19 row 1), and its
+stream reader's readline most of what a watch event cost besides decoding it. Here a request is its
+bytes, written once, and its answer is parsed by httptools (llhttp, in C): a watch's chunks are split
+into lines as they arrive, without copying a line that one chunk holds whole.
 
 Failures are aiohttp's exceptions (`ConnectError`, a ClientOSError, where no connection opens) or
 TimeoutError on connecting, which every caller already expects. An answer must be framed
@@ -17,10 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import quote, urlsplit
 
 import aiohttp
 import httptools
+import orjson
+
+from ..machinery.errors import APIError
 
 #: seconds to open a connection, TLS included (the client's `sock_connect` before; client-go's
 #: dialer and TLS handshake timeouts are 30 s and 10 s)
@@ -33,6 +41,11 @@ IDLE_TIMEOUT = 15.0
 REPLAYABLE = frozenset(("GET", "HEAD", "OPTIONS", "TRACE"))
 #: what a target may hold unquoted (yarl's requoting of a path and query: `%` escapes are kept)
 _SAFE = "/:@!$&'()*+,;=?%~-._"
+#: lines a watch holds undecoded before it stops reading its connection until its reader catches up
+#: (TCP's window then holds the server back, as a full buffer of aiohttp's stream reader did)
+HIGH_WATER = 512
+
+_P = TypeVar("_P", bound=asyncio.Protocol)
 
 
 class ConnectError(aiohttp.ClientOSError):
@@ -107,13 +120,16 @@ class Pool:
         self.idle: list[_Connection] = []
         self.conns: set[_Connection] = set()
 
+    def _bytes(self, method: str, target: str, head: str, body: bytes | None = None) -> bytes:
+        data = f"{method} {quote(self.prefix + target, _SAFE)} HTTP/1.1\r\n{self.host_line}{head}".encode()
+        return data + (b"\r\n" if body is None else b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+
     async def request(self, method: str, target: str, head: str, body: bytes | None = None) -> tuple[int, bytes]:
         """The status and body of the answer to `method target` with header lines `head` (each ending
         in CRLF; Host and Content-Length are added). `target` is a path and query."""
-        data = f"{method} {quote(self.prefix + target, _SAFE)} HTTP/1.1\r\n{self.host_line}{head}".encode()
-        data += b"\r\n" if body is None else b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+        data = self._bytes(method, target, head, body)
         for retry in (False, True):
-            conn, reused = self._idle() or (await self._connect(), False)
+            conn, reused = self._idle() or (await self._connect(lambda: _Connection(self)), False)
             conn.answer, conn.received = asyncio.get_running_loop().create_future(), False
             conn.body.clear()
             conn.transport.write(data)
@@ -145,11 +161,22 @@ class Pool:
             return conn, True
         return None
 
-    async def _connect(self) -> _Connection:
+    async def watch(self, target: str, head: str) -> tuple[int, WatchStream]:
+        """A GET of `target` on a connection of its own, once its answer's head came: the status and
+        the stream of its body (a watch's events; for a status of 400 or more, `read()` gives the body)."""
+        stream = await self._connect(lambda: WatchStream(self))
+        stream.transport.write(self._bytes("GET", target, head))
+        try:
+            return await stream.head, stream
+        except BaseException:
+            stream.transport.close()
+            raise
+
+    async def _connect(self, protocol: Callable[[], _P]) -> _P:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.ssl)
+                _, conn = await loop.create_connection(protocol, self.host, self.port, ssl=self.ssl)
         except TimeoutError:
             raise TimeoutError(f"no connection to {self.where} within {CONNECT_TIMEOUT:g} s") from None
         except OSError as e:
@@ -169,3 +196,140 @@ class Pool:
         for conn in list(self.conns):
             conn.transport.close()
         self.idle.clear()
+
+
+class WatchStream(asyncio.Protocol):
+    """One watch's connection: its answer's body split into lines as the chunks come (a chunk seldom
+    holds less than one event, an event of the server's batches seldom spans two), each decoded when
+    it is read. An async iterator of (type, object), as client-go's StreamWatcher: an ERROR event is
+    raised as the APIError it carries, the answer's end (the server's timeout) ends it, and a
+    connection lost mid-answer raises ClientPayloadError once the lines read before it are read;
+    `aclose()` closes the connection."""
+
+    def __init__(self, pool: Pool):
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        loop = asyncio.get_running_loop()
+        self.head: asyncio.Future[int] = loop.create_future()
+        #: the status; for one of 400 or more the body is kept whole in `partial`
+        self.status = 0
+        #: complete lines not read yet
+        self.lines: deque[bytes | memoryview] = deque()
+        #: the pieces of a line whose end has not come
+        self.partial: list[bytes] = []
+        #: set once the answer ended: True, or the exception that ended it
+        self.ended: bool | BaseException = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.transport = transport
+        self.pool.conns.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._end(aiohttp.ClientPayloadError(f"malformed answer: {e}"))
+            self.transport.close()
+            return
+        if len(self.lines) > HIGH_WATER and not self.paused and not self.ended:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if not self.head.done():  # (not if `Pool.watch`, waiting for it, was cancelled)
+            self.head.set_result(self.status)
+
+    def on_body(self, body: bytes) -> None:
+        if self.status >= 400:
+            self.partial.append(body)
+            return
+        start, size = 0, len(body)
+        if self.partial:
+            i = body.find(b"\n")
+            if i < 0:
+                self.partial.append(body)
+                return
+            self.partial.append(body[:i])
+            self.lines.append(b"".join(self.partial))
+            self.partial.clear()
+            start = i + 1
+        elif body[-1] == 10 and body.find(b"\n") == size - 1:  # one whole line: the usual chunk
+            self.lines.append(body)
+            self._wake()
+            return
+        view = memoryview(body)
+        while (i := body.find(b"\n", start)) >= 0:
+            if i > start:
+                self.lines.append(view[start:i])
+            start = i + 1
+        if start < size:
+            self.partial.append(body[start:])
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self.status < 400 and self.partial:  # a last line without its newline
+            self.lines.append(b"".join(self.partial))
+            self.partial.clear()
+        self._end(True)
+        self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pool.conns.discard(self)
+        if not self.head.done():
+            self.head.set_exception(aiohttp.ServerDisconnectedError() if exc is None
+                                    else aiohttp.ClientOSError(getattr(exc, "errno", None), str(exc)))
+        self._end(aiohttp.ClientPayloadError(f"the watch's connection closed mid-answer: {exc or 'EOF'}"))
+
+    def _end(self, how: bool | BaseException) -> None:
+        if not self.ended:
+            self.ended = how
+            self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def read(self) -> bytes:
+        """The whole body of an answer of 400 or more, and the connection closed."""
+        while not self.ended:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        self.transport.close()
+        if self.ended is not True:
+            raise self.ended
+        return b"".join(self.partial)
+
+    def __aiter__(self) -> WatchStream:
+        return self
+
+    async def __anext__(self) -> tuple[str, dict]:
+        lines = self.lines
+        while not lines:
+            if self.ended:
+                if self.ended is True:
+                    raise StopAsyncIteration
+                raise self.ended
+            if self.paused:
+                self.paused = False
+                self.transport.resume_reading()
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        line = lines.popleft()
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if bytes(line).strip():
+                raise
+            return await self.__anext__()  # a blank line between events
+        typ = ev["type"]
+        if typ == "ERROR":
+            s = ev["object"]
+            raise APIError(s.get("code", 500), s.get("reason", ""), s.get("message", ""), s.get("details"))
+        return typ, ev["object"]
+
+    async def aclose(self) -> None:
+        self.transport.close()

@@ -1,6 +1,7 @@
-"""The HTTP client's unary requests (client/transport.py) against a bare HTTP/1.1 server that frames,
+"""The HTTP client's requests (client/transport.py) against a bare HTTP/1.1 server that frames,
 keeps and drops its connections as a test says: reuse, framing, a kept-alive connection the server
-closed, refused connections, close(), and each request's headers."""
+closed, refused connections, close(), and each request's headers; a watch's stream split at any byte,
+its ERROR events, a refusal, and its connection dropped mid-event."""
 
 import asyncio
 import contextlib
@@ -9,15 +10,17 @@ import aiohttp
 import orjson
 import pytest
 
-from nanokube.client.http import EXPECTED, HTTPClient
+from nanokube.client.http import EXPECTED, HTTPClient, HTTPResourceClient, RemoteResource
 from nanokube.client.kubeconfig import Credentials
 from nanokube.client.metrics import REQUESTS
-from nanokube.client.transport import ConnectError
+from nanokube.client.transport import HIGH_WATER, ConnectError
+from nanokube.machinery.errors import APIError
 
 
 class Server:
     """Answers each request with `answer(request number on its connection, method, path)`: bytes to
-    send, or None to close the connection unanswered. Keeps what it was sent, by connection."""
+    send, a 1-tuple of bytes to send before closing the connection, or None to close it unanswered.
+    Keeps what it was sent, by connection."""
 
     def __init__(self, answer):
         self.answer = answer
@@ -38,8 +41,10 @@ class Server:
                 out = self.answer(n, method, path)
                 if out is None:
                     break
-                writer.write(out)
+                writer.write(out if isinstance(out, bytes) else out[0])
                 await writer.drain()
+                if not isinstance(out, bytes):  # (bytes,): sent, then the connection closed
+                    break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -141,3 +146,87 @@ async def test_a_token_client_sends_a_fresh_token_on_each_request_and_its_own_co
     seen = [(c, h["User-Agent"], h["Authorization"]) for c, _, _, h, _ in server.requests]
     assert seen == [(0, "tester", "Bearer tok"), (1, "tester/tokens-controller", "Bearer t1"),
                     (1, "tester/tokens-controller", "Bearer t2")]
+
+
+def configmaps(client: HTTPClient) -> HTTPResourceClient:
+    """The resource client discovery would give (this server serves no discovery)."""
+    return HTTPResourceClient(client, RemoteResource("", "configmaps", "ConfigMap", True, ["v1"]), "v1")
+
+
+def event(typ: str, name: str, rv: str, **data: str) -> bytes:
+    return orjson.dumps({"type": typ, "object": {"metadata": {"name": name, "resourceVersion": rv}, "data": data}}) + b"\n"
+
+
+async def test_a_watch_reads_events_split_across_chunks_at_any_byte_and_several_in_one_chunk():
+    """The server batches events into a chunk and slices a large one over several; a slice may end
+    inside a line and inside a UTF-8 character's bytes. A blank line between events is skipped, and
+    a last event without its newline is read when the stream ends."""
+    one, two, three = event("ADDED", "a", "5", v="grüße, 日本"), event("MODIFIED", "a", "6"), event("BOOKMARK", "", "7")
+    cut = one.index("ü".encode()) + 1  # between the two bytes of ü
+    body = [one[:3], one[3:cut], one[cut:-5], one[-5:] + two + b"\n" + three[:9], three[9:-1]]
+    async with serving(lambda _n, _m, _p: chunked(*body)) as (server, client):
+        stream = await configmaps(client).watch("default", "4", label_selector="app in (x)", timeout_seconds=300)
+        events = [ev async for ev in stream]
+    assert events == [("ADDED", {"metadata": {"name": "a", "resourceVersion": "5"}, "data": {"v": "grüße, 日本"}}),
+                      ("MODIFIED", {"metadata": {"name": "a", "resourceVersion": "6"}, "data": {}}),
+                      ("BOOKMARK", {"metadata": {"name": "", "resourceVersion": "7"}, "data": {}})]
+    [(_, method, path, headers, _)] = server.requests
+    assert (method, path) == ("GET", "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true"
+                                     "&resourceVersion=4&labelSelector=app%20in%20%28x%29&timeoutSeconds=300")
+    assert {k: headers[k] for k in ("User-Agent", "Accept", "Authorization")} == {
+        "User-Agent": "tester", "Accept": "application/json", "Authorization": "Bearer tok"}
+    assert "Accept-Encoding" not in headers  # no gzip asked for a watch either
+
+
+async def test_a_watch_of_many_events_is_read_whole_while_its_reader_lags():
+    """More events than a watch holds undecoded: it stops reading its connection until they are read."""
+    events = [event("ADDED", f"cm-{i}", str(i)) for i in range(HIGH_WATER * 4)]
+    async with serving(lambda _n, _m, _p: chunked(b"".join(events))) as (_, client):
+        stream = await configmaps(client).watch("default")
+        names = []
+        async with asyncio.timeout(10):  # (a reader that never resumed reading would wait forever)
+            async for _, obj in stream:
+                names.append(obj["metadata"]["name"])
+                if len(names) % 100 == 0:
+                    await asyncio.sleep(0)  # the loop runs between some reads, as an informer's does
+    assert names == [f"cm-{i}" for i in range(HIGH_WATER * 4)]
+
+
+async def test_an_error_event_is_raised_with_its_status_and_a_refused_watch_with_its_answer():
+    expired = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired",
+               "message": "too old resource version: 4 (90)", "details": {"causes": [{"reason": "Expired"}]}}
+    forbidden = dict(expired, code=403, reason="Forbidden", message="configmaps is forbidden")
+
+    def answer(n, _m, path):
+        if "resourceVersion=4" in path:
+            return chunked(event("ADDED", "a", "5"), orjson.dumps({"type": "ERROR", "object": expired}) + b"\n")
+        body = orjson.dumps(forbidden)
+        return f"HTTP/1.1 403 Forbidden\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+    async with serving(answer) as (_, client):
+        stream = await configmaps(client).watch("default", "4")
+        assert await anext(stream) == ("ADDED", {"metadata": {"name": "a", "resourceVersion": "5"}, "data": {}})
+        with pytest.raises(APIError) as e:
+            await anext(stream)
+        assert (e.value.code, e.value.reason, e.value.message, e.value.details) == (
+            410, "Expired", "too old resource version: 4 (90)", {"causes": [{"reason": "Expired"}]})
+        refused = REQUESTS.labels("403", "GET", client.host).value
+        with pytest.raises(APIError) as e:
+            await configmaps(client).watch("default", "9")
+        assert (e.value.code, e.value.reason, e.value.message) == (403, "Forbidden", "configmaps is forbidden")
+        assert REQUESTS.labels("403", "GET", client.host).value == refused + 1
+
+
+async def test_a_watch_whose_connection_drops_mid_event_gives_what_came_whole_then_a_payload_error():
+    """A server killed mid-stream: the events read whole before are read, the cut one is not, and
+    the error is one an informer takes as a cut watch (ClientPayloadError: it watches again)."""
+    head = chunked()[:-len(b"0\r\n\r\n")]  # the head, no last chunk
+    whole, cut = event("ADDED", "a", "5"), event("ADDED", "b", "6")
+    async with serving(lambda _n, _m, _p: (head + b"%x\r\n%b\r\n" % (len(whole) + 9, whole + cut[:9]),)) as (_, client):
+        stream = await configmaps(client).watch("default")
+        assert await anext(stream) == ("ADDED", {"metadata": {"name": "a", "resourceVersion": "5"}, "data": {}})
+        with pytest.raises(aiohttp.ClientPayloadError) as e:
+            await anext(stream)
+        assert isinstance(e.value, EXPECTED)
+        with pytest.raises(aiohttp.ClientPayloadError):  # and again, as the stream stays ended
+            await anext(stream)
+        await stream.aclose()
