@@ -127,6 +127,8 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, **options_from_env())
         agent = nodes.agents[name]
         agent.hostname, agent.kubelet_port = args.hostname_override or socket.gethostname().lower(), args.secure_port
+        agent.rotate_certificates = args.rotate_certificates and bool(args.bootstrap_kubeconfig)
+        agent.server_tls_bootstrap = args.rotate_server_certificates
         await nodes.start()
         serving = component_server.tls_context("", "", client.creds.ca, self_signed=False) \
             if args.rotate_server_certificates else None
@@ -155,8 +157,8 @@ async def _run(args: argparse.Namespace, cluster) -> int:
 
 def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event, kubelet):
     """The kubelet's port: /healthz (and /metrics: the client's requests), then every other endpoint
-    of the node's kubelet server (stats, logs, exec, attach, port-forward...), which the API server
-    reaches at the Node's address with its kubelet client certificate."""
+    of the node's kubelet server (stats, /configz, logs, exec, attach, port-forward...), which the
+    API server reaches at the Node's address with its kubelet client certificate."""
     from aiohttp import web
     from prometheus_client import CollectorRegistry
 
@@ -165,7 +167,7 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event
 
     checks = [PING, Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None)]
     auth = KubeletAuth(client, args.node_name, args.authorization_always_allow_paths)
-    app = component_server.app(auth, CollectorRegistry(), {}, lambda: checks, component="kubelet",
+    app = component_server.app(auth, CollectorRegistry(), None, lambda: checks, component="kubelet",
                                flags=zpages.flags(args), profiling=False)
 
     async def kubelet_server(request: web.Request) -> web.StreamResponse:

@@ -143,13 +143,14 @@ class DelegatedAuth:
         return await handler(request)
 
 
-def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Checks | None = None,
+def app(auth: DelegatedAuth, registry, configz: dict | None, healthz: Checks, livez: Checks | None = None,
         readyz: Checks | None = None, *, reset: Callable[[], None] | None = None,
         resources: Callable[[], CollectorRegistry | None] | None = None,
         component: str = "", flags: dict[str, str] | None = None, profiling: bool = True) -> web.Application:
     """The component's endpoints. kube-controller-manager's shape is `livez`/`readyz` None:
     neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths.
-    `configz` is what /configz serves (configz's registered configurations by name). With `reset`,
+    `configz` is what /configz serves (configz's registered configurations by name; None: the
+    caller's routes serve it, the kubelet's from its server). With `reset`,
     DELETE /metrics runs it (component-base's HandlerWithReset, kube-scheduler's /metrics), without
     it any method is a GET (promhttp, kube-controller-manager's); with
     `resources`, /metrics/resources serves the registry it gives, an empty answer when it gives
@@ -191,7 +192,8 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         a.router.add_get("/metrics/resources", metrics_resources)
         a.router.add_delete("/metrics/resources", metrics_resources)
     slis.install(a)
-    a.router.add_route("*", "/configz", configz_handler)  # configz's handler ignores the method
+    if configz is not None:
+        a.router.add_route("*", "/configz", configz_handler)  # configz's handler ignores the method
     if component:
         zpages.install(a, component, flags)
         if profiling:

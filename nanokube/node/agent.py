@@ -295,6 +295,8 @@ class NodeAgent:
         #: the Hostname address and kubelet port the Node reports, where the API server dials its
         #: kubelet (a standalone kubelet's --hostname-override and --port)
         self.hostname, self.kubelet_port = spec.name, 10250
+        #: a standalone kubelet's --rotate-certificates and --rotate-server-certificates (serverTLSBootstrap)
+        self.rotate_certificates = self.server_tls_bootstrap = False
         self.ips = IPPool(self.pod_cidr)
         self.nodes = heartbeat.resource("", "v1", "nodes")
         self.leases = heartbeat.resource("coordination.k8s.io", "v1", "leases")

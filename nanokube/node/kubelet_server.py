@@ -367,6 +367,10 @@ class KubeletServer:
             "crashLoopBackOff": {} if a.max_container_restart_period is None else
             {"maxContainerRestartPeriod": go_duration(round(a.max_container_restart_period * 1e9))},
         }
+        if a.rotate_certificates:  # (omitempty, as serverTLSBootstrap)
+            cfg["rotateCertificates"] = True
+        if a.server_tls_bootstrap:
+            cfg["serverTLSBootstrap"] = True
         if a.api_limit:  # the limits it applies (`nanokube simulate`'s agents apply none)
             cfg |= {"kubeAPIQPS": int(a.api_limit[0]), "kubeAPIBurst": a.api_limit[1]}
         if a.event_limit:

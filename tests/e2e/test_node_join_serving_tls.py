@@ -108,6 +108,8 @@ def test_an_approved_serving_certificate_is_served_and_verified(cluster, tmp_pat
         assert wait_for(lambda: cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped", check=False).stdout,
                         what="the bootstrapped kubelet's log through a verified connection") == "on-bootstrapped\n"
         assert cluster.kubectl("exec", "-n", NAMESPACE, "on-bootstrapped", "--", "echo", "verified").stdout == "verified\n"
+        configz = json.loads(cluster.kubectl("get", "--raw", "/api/v1/nodes/tls-bootstrapped/proxy/configz").stdout)
+        assert configz["kubeletconfig"]["serverTLSBootstrap"] is True
         served = x509.load_pem_x509_certificate(
             (tmp_path / "tls-bootstrapped" / "pki" / "kubelet-server-current.pem").read_bytes())
         assert served.issuer.rfc4514_string() == "CN=kubernetes"

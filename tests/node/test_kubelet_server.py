@@ -40,7 +40,8 @@ def agent(clock):
     info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
-                           max_container_restart_period=None, runtime=SimpleNamespace(name="simulated", cluster_dns=("10.96.0.10",)),
+                           max_container_restart_period=None, rotate_certificates=False, server_tls_bootstrap=False,
+                           runtime=SimpleNamespace(name="simulated", cluster_dns=("10.96.0.10",)),
                            api_limit=None, event_limit=None, pod_pids_limit=-1,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}, host_paths=False, state={}),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
