@@ -346,6 +346,21 @@ def test_node_cannot_request_or_sign_for_other_nodes_pods(cluster, gpu0):
     code, out = _call(cluster, gpu0, "POST", path, {**body, "spec": {**spec, "nodeName": "gpu-1"}})
     assert code == 403 and out["message"].endswith('PodCertificateRequest.Spec.NodeName="gpu-1", which is not the '
                                                    'requesting node "gpu-0"')
+    # its own pod's request is for a signer the pod's podCertificate volume names (1.37's NodeRestriction)
+    certs = {**_bound_pod("here-certs", "gpu-0"), "spec": {**_bound_pod("here-certs", "gpu-0")["spec"], "volumes": [
+        {"name": "id", "projected": {"sources": [{"podCertificate": {
+            "signerName": "nanokube.io/pod-identity", "keyType": "ED25519", "credentialBundlePath": "bundle.pem"}}]}}]}}
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([_bound_pod("here", "gpu-0"), certs]))
+    answers = {}
+    for pod in ("here", "here-certs"):
+        uid = cluster.kubectl_json("get", "pod", pod)["metadata"]["uid"]
+        answers[pod] = _call(cluster, gpu0, "POST", path, {**body, "metadata": {"generateName": "req-", "namespace": "default"},
+                                                           "spec": {**spec, "podName": pod, "podUID": uid}})
+    assert (answers["here-certs"][0], answers["here-certs"][1]["spec"]["podName"]) == (201, "here-certs")
+    code, out = answers["here"]
+    assert code == 403 and out["message"].endswith(
+        'is forbidden: signer name "nanokube.io/pod-identity" not found in pod spec volume, system:node:gpu-0 is not '
+        "authorized to request pod certificates for this signer")
     cluster.kubectl("create", "-f", "-", input=_request("req-for-signing", stubPKCS10Request=_stub(
         ec.generate_private_key(ec.SECP256R1()))))
     code, out = _call(cluster, gpu0, "PATCH", f"{path}/req-for-signing/status", {"status": {"conditions": []}})

@@ -12,8 +12,8 @@ from ...registry.base import Resource
 from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
-from ..auth.restriction import (attest, certificate_signers, node_deletion, node_eviction, node_restriction,
-                                pod_certificate_signer)
+from ..auth.restriction import (attest, certificate_signers, node_deletion, node_eviction, node_pod_certificate_signer,
+                                node_restriction, pod_certificate_signer)
 from .lookup import Listing
 
 #: NamespaceLifecycle refuses to delete these
@@ -208,7 +208,8 @@ class BuiltinPlugins:
 
 class CertificateSigners:
     """The checks on signer permissions, once the server's authorizer is known: ClusterTrustBundleAttest
-    (restriction.attest); CertificateApproval and CertificateSigning (restriction.certificate_signers)
+    (restriction.attest); NodeRestriction's signer check of a node's PodCertificateRequest;
+    CertificateApproval and CertificateSigning (restriction.certificate_signers)
     on writes through a CertificateSigningRequest's /approval and /status; and the
     PodCertificateRequest status strategy's `sign` check (restriction.pod_certificate_signer), which
     comes, as upstream's, after the status validation. Awaited: the authorizer may ask a webhook."""
@@ -222,6 +223,8 @@ class CertificateSigners:
             return
         if a.res.plural == "clustertrustbundles":
             await attest(authorizer, a.obj, a.old, a.opts.user)
+        elif a.res.plural == "podcertificaterequests" and a.operation == "CREATE":
+            await node_pod_certificate_signer(authorizer, self.plugins._lookup, a.obj, a.opts.user)
         elif a.operation != "UPDATE" or a.old is None:
             return
         elif a.res.plural == "podcertificaterequests":

@@ -360,6 +360,29 @@ def _pod_certificate_request(lookup, node: str, obj: dict) -> None:
                      f'UID of node "{node}"')
 
 
+async def node_pod_certificate_signer(authorizer, lookup, obj: dict, user) -> None:
+    """NodeRestriction on a node's PodCertificateRequest (1.37): its signer is one a podCertificate
+    projected source of the pod names, unless the node may `request-podcertificate-signer` on it (a
+    resource of group "" named by the signer, as the token audiences' check asks). Run with the
+    validating checks, after `_pod_certificate_request` found the pod on the node: the authorizer may
+    ask a webhook. The refusal's words are ours, after the token audiences' check."""
+    node = node_of(user.name, user.groups)
+    if not node:
+        return
+    spec, ns = obj.get("spec") or {}, (obj.get("metadata") or {}).get("namespace", "")
+    signer = spec.get("signerName") or ""
+    pod = lookup("", "pods", ns, spec.get("podName", "")) or {}
+    mounted = {(src.get("podCertificate") or {}).get("signerName") for v in (pod.get("spec") or {}).get("volumes") or []
+               for src in (v.get("projected") or {}).get("sources") or []}
+    if signer in mounted:
+        return
+    asked = Attributes("request-podcertificate-signer", "", True, "", "v1", signer, "", ns, "")
+    if authorizer is None or not (await decide(authorizer, user, asked)).allowed:
+        raise _forbidden(CERTS, "podcertificaterequests", obj, f'signer name "{signer}" not found in pod spec volume, '
+                                                               f"{user.name} is not authorized to request pod "
+                                                               "certificates for this signer")
+
+
 async def attest(authorizer, obj: dict, old: dict | None, user) -> None:
     """ClusterTrustBundleAttest: writing a bundle for signer S needs verb
     `attest` on signers/S or signers/<domain>/*. An update that changes
