@@ -230,6 +230,8 @@ class ResourceIndex:
         #: storage another resource shares (events.k8s.io and core Events, autoscaling/v1 and v2, ...);
         #: the others' managers, custom resources' included, compare as the write's version shows them
         self.converters: dict[tuple[str, str, str], ssa.Convert] = {}
+        #: `group_versions`' answer until a resource is added or removed (read by every discovery GET)
+        self._group_versions: dict[str, list[str]] | None = None
         for r in resources:
             for v in r.versions:
                 self._by_gvr[(r.group, v, r.plural)] = r
@@ -244,6 +246,7 @@ class ResourceIndex:
         """Serve `res` from now on, in place of any resource of the same group and plural
         (custom resources come and change at run time)."""
         self.remove(res.group, res.plural)
+        self._group_versions = None
         self.resources.append(res)
         for v in res.versions:
             self._by_gvr[(res.group, v, res.plural)] = res
@@ -253,6 +256,7 @@ class ResourceIndex:
     def remove(self, group: str, plural: str) -> Resource | None:
         old = next((r for r in self.resources if r.group == group and r.plural == plural), None)
         if old is not None:
+            self._group_versions = None
             self.resources.remove(old)
             for v in old.versions:
                 if self._by_gvr.get((group, v, plural)) is old:
@@ -299,7 +303,12 @@ class ResourceIndex:
     def group_versions(self) -> dict[str, list[str]]:
         """group → served versions, preferred first: the aggregator's order of their APIServices,
         versionPriority first (a CRD's 100 outranks every built-in's, so a CRD version added to a
-        built-in group becomes its preferred one, as upstream), then Kubernetes version order."""
+        built-in group becomes its preferred one, as upstream), then Kubernetes version order.
+        Worked out once per set of resources: each discovery GET asks, and working it out took
+        ~1 ms (every resource's versions walked, each group's sorted by a regular expression's
+        key); callers do not change it."""
+        if self._group_versions is not None:
+            return self._group_versions
         from .aggregator.priorities import CRD_VERSION_PRIORITY, priority
 
         out: dict[str, list[str]] = {}
@@ -310,6 +319,7 @@ class ResourceIndex:
                     vs.append(v)
         for g, vs in out.items():
             vs.sort(key=lambda v: (-(p[1] if (p := priority(g, v)) else CRD_VERSION_PRIORITY), version_priority(v)))
+        self._group_versions = out
         return out
 
 
