@@ -78,6 +78,10 @@ _SHARED_META = ("labels", "annotations", "ownerReferences", "finalizers")
 # among this many newest; older ones keep only their encoded JSON (about a third of the
 # memory) until a watcher resuming from far back reads them again.
 _DECODED_HISTORY = 1024
+# A resource relisted on its own while its values do not all read (see WatchCache.relist) is listed
+# again after this many seconds, twice as long each time up to the second: upstream's reflector
+# backs off its failed relists so (800 ms to 30 s).
+_RELIST_BACKOFF = (0.8, 30.0)
 
 
 class CacheStats:
@@ -507,6 +511,8 @@ class WatchCache:
         #: for it up to there, which the cache may have yet to reach, are in the list already
         self._relisted: dict[str, int] = {}
         self._relisting: set[asyncio.Task] = set()
+        #: the resource prefixes relisted until their values read (`relist` with `unread`)
+        self._retrying: set[str] = set()
         #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the last wait
         #: an event's blocked watches share (see Blocked)
         self._born = clock.monotonic()
@@ -1271,20 +1277,41 @@ class WatchCache:
         self._listed_at[rp] = rev
         self.end_watches(rp)
 
-    def relist(self, prefix: str) -> None:
-        """List the resource under `prefix` (its resource prefix) afresh, on its own (values that read
-        again after an encryption configuration's reload, as upstream's cacher of that resource
-        relists once they do): its entries replaced, its history begun afresh and its watches ended;
-        other resources are not touched."""
-        task = asyncio.get_running_loop().create_task(self._relist_resource(prefix))
+    def relist(self, prefix: str, unread: Callable[[], bool] | None = None) -> None:
+        """List the resource under `prefix` (its resource prefix) afresh, on its own, as upstream's
+        cacher of that resource relists: now (after an encryption configuration's reload, whose
+        values may read again), or, with `unread`, again and again while `unread()` says some of
+        its values still do not (after `drop`: a plugin that failed for a while, another server's
+        key this one has yet to get), backing off as upstream's reflector does. A list that finds
+        what the cache holds changes nothing; one that differs replaces the resource's entries,
+        begins its history afresh and ends its watches; other resources are not touched."""
+        if unread is not None and prefix in self._retrying:
+            return
+        task = asyncio.get_running_loop().create_task(self._relist_resource(prefix) if unread is None
+                                                      else self._relist_until(prefix, unread))
         self._relisting.add(task)
         task.add_done_callback(self._relisting.discard)
+
+    async def _relist_until(self, prefix: str, unread: Callable[[], bool]) -> None:
+        self._retrying.add(prefix)
+        try:
+            delay = _RELIST_BACKOFF[0]
+            while unread():
+                await self.clock.sleep(delay)
+                delay = min(2 * delay, _RELIST_BACKOFF[1])
+                await self._relist_resource(prefix)
+        finally:
+            self._retrying.discard(prefix)
 
     async def _relist_resource(self, prefix: str) -> None:
         try:
             kvs, rev = await self.store.list(prefix)
-        except Exception:  # (its values stay as they were; the next reload tries again)
+        except Exception:  # (its values stay as they were: a later relist, or reload, tries again)
             log.exception("relisting %s failed", prefix)
+            return
+        held = self._by_prefix.get(prefix, {})
+        if len(kvs) == len(held) and all((e := held.get(kv.key)) is not None and e.rev == kv.mod_revision
+                                         for kv in kvs):
             return
         decoder = self.decoder(prefix)
         objs = {kv.key: Entry(None, kv.mod_revision, None, kv.value, decoder, len(kv.value)) for kv in kvs}

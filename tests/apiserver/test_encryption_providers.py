@@ -585,6 +585,32 @@ async def test_a_watched_value_that_no_longer_reads_leaves_the_watch_cache_and_r
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in got] == [("ADDED", "c")]
 
 
+async def test_a_watched_value_whose_seed_the_plugin_failed_is_served_once_it_answers_again(tmp_path, plugin):
+    """The watch cache relists a resource whose watched value did not read, backing off, as upstream's
+    reflector retries its relist: a plugin that could not decrypt the other server's seed for a while
+    leaves that Secret a corrupt object only until it answers again."""
+    mem = MemoryStore()
+    config = write_config(tmp_path / "enc.yaml", {"kms": {**kms(plugin)["kms"], "timeout": "30s"}})  # (a loaded CI)
+    async with Encrypted(config, mem) as a, Encrypted(config, mem) as b:
+        await a.encryption.resources.kms[0].ready()  # a's seed, made while the plugin has its key
+        held = plugin.keys.pop("key-1")  # (the plugin loses its key encryption key for a while)
+        await a.secrets.create(secret("s1"), namespace="default")
+        for _ in range(500):  # until b's watch met a's write, whose seed the plugin could not decrypt
+            if SECRET_KEY in b.store.unreadable:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(APIError, match="corrupt object"):
+            await b.secrets.get("s1", namespace="default")
+        plugin.keys["key-1"] = held
+        for _ in range(500):  # until b's relist, after its backoff, read it
+            if SECRET_KEY not in b.store.unreadable:
+                break
+            await asyncio.sleep(0.01)
+        got = await b.secrets.get("s1", namespace="default")
+        assert base64.b64decode(got["data"]["password"]) == b"hunter2"
+        assert [s["metadata"]["name"] for s in (await b.secrets.list(namespace="default"))[0]] == ["s1"]
+
+
 class Streamed(MemoryStore):
     """A store whose events come only through its change stream (etcd's way)."""
 

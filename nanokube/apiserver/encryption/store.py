@@ -9,9 +9,10 @@ the corrupt-object error instead (rest.py). Upstream's cacher meets such a value
 an error, and relists; here a watched value that does not read (another server's write under a
 key this one lacks, or has yet to reload) leaves the watch cache (`WatchCache.drop`: no reader
 is served the value it replaced as if current) and ends its resource's watches, so clients
-relist and meet the error. A reloaded configuration while some are noted relists their
-resources, each on its own (`WatchCache.relist`), as upstream's cacher of a resource relists
-until its values read again: whatever the new configuration reads is served."""
+relist and meet the error; the watch cache relists that resource, backing off, until its values
+read (a KMS plugin that failed for a while). A reloaded configuration while some are noted
+relists their resources at once, each on its own (`WatchCache.relist`), as upstream's cacher of a
+resource relists until its values read again: whatever the new configuration reads is served."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ from .value import ENCRYPTED, IDENTITY, TransformError
 log = logging.getLogger(__name__)
 
 _REGISTRY = "/registry/"
+
+
+def _resource_prefix(key: str) -> str:
+    """/registry/<resource>/ of a key under it."""
+    return key[:key.index("/", len(_REGISTRY)) + 1]
 
 
 class EncryptedStore(Store):
@@ -58,7 +64,7 @@ class EncryptedStore(Store):
         self._resources = resources
         self._by_segment = {}
         if self.watch_cache is not None:
-            for prefix in sorted({k[:k.index("/", len(_REGISTRY)) + 1] for k in self.unreadable}):
+            for prefix in sorted({_resource_prefix(k) for k in self.unreadable}):
                 self.watch_cache.relist(prefix)
 
     def _transformer(self, key: str):
@@ -231,6 +237,8 @@ class EncryptedStore(Store):
                 self._noted(key, e)
                 if self.watch_cache is not None:
                     self.watch_cache.drop(key, ev.kv.mod_revision)
+                    prefix = _resource_prefix(key)
+                    self.watch_cache.relist(prefix, lambda: any(k.startswith(prefix) for k in self.unreadable))
             return Event(DELETE if ev.type == DELETE else PUT, KV("/unreadable" + key, b"", 0, ev.kv.mod_revision), None)
         if ev.type == DELETE:
             self.unreadable.pop(key, None)
