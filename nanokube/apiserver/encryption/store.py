@@ -50,7 +50,8 @@ class EncryptedStore(Store):
         #: hands the plaintext on without decrypting it again
         self._written: dict[str, tuple[bytes, bytes]] = {}
         #: the server's watch cache (cache.WatchCache), told of a watched value that does not read
-        #: (`drop`) and of the resources to list again after a reload (`relist`); None: no cache
+        #: (`drop`, then `relist` until its resource's values read) and of the resources to list
+        #: again after a reload (`relist`); None: no cache
         self.watch_cache = None
 
     @property
