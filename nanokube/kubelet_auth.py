@@ -4,13 +4,15 @@ server's kubelet client certificate), else a bearer token does through a TokenRe
 then a verb on the node's subresource of `nodes` (/stats: stats, /metrics: metrics, /logs: log,
 /pods: pods, /healthz: healthz, /configz: configz, everything else, exec and containerLogs among
 it: proxy), asked of the API server with a SubjectAccessReview; a fine-grained subresource refused
-is asked again as proxy (KubeletFineGrainedAuthz). The always-allowed paths need neither."""
+is asked again as proxy (KubeletFineGrainedAuthz). The always-allowed paths need neither. A
+refusal is the kubelet's plain text (InstallAuthFilter): 401 `Unauthorized`, 403 `Forbidden
+(user=..., verb=..., resource=nodes, subresource=...)`, which the API server hands on to kubectl."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from .apiserver.auth.authorizer import Attributes
+from .apiserver.auth.authorizer import Attributes, attributes_for
 from .component_server import DelegatedAuth
 from .machinery.user import User, user_from_cert
 
@@ -37,6 +39,17 @@ class KubeletAuth(DelegatedAuth):
     async def user(self, request: web.Request) -> User | None:
         tls = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
         return (user_from_cert(tls.getpeercert()) if tls is not None else None) or await super().user(request)
+
+    async def _guarded(self, request: web.Request, handler) -> web.StreamResponse:
+        user = await self.user(request)
+        if user is None:
+            return web.Response(status=401, text="Unauthorized")
+        a = attributes_for(request.method, request.path, request.query)
+        allowed, _ = await self.decide(user, a)
+        if not allowed:
+            return web.Response(status=403, text=f"Forbidden (user={user.name}, verb={_VERBS.get(a.verb, a.verb)}, "
+                                                 f"resource=nodes, subresource={subresource(a.path)})")
+        return await handler(request)
 
     async def decide(self, user: User, a: Attributes) -> tuple[bool, str]:
         if self.always_allowed(a.path):

@@ -4,7 +4,9 @@ would), a node joins with a bootstrap token and `--rotate-server-certificates`, 
 kubernetes.io/kubelet-serving request waits for an admin (kube-controller-manager approves only
 client requests) and once `kubectl certificate approve`d it serves the issued certificate, which
 the API server verifies: kubectl logs and exec reach it. A node serving its self-signed
-certificate is refused in upstream's words, `--insecure-skip-tls-verify-backend` excepted."""
+certificate is refused in upstream's words, `--insecure-skip-tls-verify-backend` excepted. The
+API server's kubelet client certificate rewritten is presented from the next log request on (a
+user the kubelet refuses: kubectl shows the kubelet's Forbidden text)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from nanokube.pki.ca import new_ca
+from nanokube.pki.ca import KeyPair, issue, new_ca
 from tests.e2e.conftest import fresh_store, start_cluster, wait_for
 from tests.e2e.test_node_join import TOKEN_ID, TOKEN_SECRET, _bootstrap_kubeconfig, _delete_csrs, _token
 
@@ -113,6 +115,21 @@ def test_an_approved_serving_certificate_is_served_and_verified(cluster, tmp_pat
         served = x509.load_pem_x509_certificate(
             (tmp_path / "tls-bootstrapped" / "pki" / "kubelet-server-current.pem").read_bytes())
         assert served.issuer.rfc4514_string() == "CN=kubernetes"
+
+        # the API server's client certificate rewritten (as `kubeadm certs renew` would): presented at
+        # the next dial, here one for a user the kubelet's SubjectAccessReview refuses
+        pki = cluster.data_dir / "pki"
+        cert, key = pki / "apiserver-kubelet-client.crt", pki / "apiserver-kubelet-client.key"
+        kept = cert.read_bytes(), key.read_bytes()
+        nobody = issue(KeyPair((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes()), "nobody", client=True)
+        cert.write_bytes(nobody.cert_pem)
+        key.write_bytes(nobody.key_pem)
+        got = cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped", check=False)
+        assert (got.returncode, got.stderr) == (1, "Error from server (Forbidden): Forbidden (user=nobody, verb=get, "
+                                                   "resource=nodes, subresource=proxy) ( pods/log on-bootstrapped)\n")
+        cert.write_bytes(kept[0])
+        key.write_bytes(kept[1])
+        assert cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped").stdout == "on-bootstrapped\n"
 
         where = f"https://127.0.0.1:{other_port}/containerLogs/{NAMESPACE}/on-self-signed/c"
         unknown = "tls: failed to verify certificate: x509: certificate signed by unknown authority"

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import os
 import ssl
 import weakref
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
@@ -115,6 +117,32 @@ def _host_error(peer: dict, host: str) -> str | None:
     return f"x509: certificate is valid for {valid}, not {host}"
 
 
+#: NewGenericServerResponse's reason and message by the kubelet's code (None: the kubelet's own text)
+_ANSWERS = {401: ("Unauthorized", "the server has asked for the client to provide credentials"), 403: ("Forbidden", None),
+            404: ("NotFound", "the server could not find the requested resource"),
+            405: ("MethodNotAllowed", "the server does not allow this method on the requested resource"),
+            409: ("Conflict", "the server reported a conflict"),
+            422: ("Invalid", "the server rejected our request due to an error in our request"),
+            429: ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+            503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+            504: ("Timeout", "the server was unable to return a response in the time allotted, but may still be "
+                             "processing the request")}
+
+
+def _refused(status: int, text: str, pod: str) -> errors.APIError:
+    """GenericHttpResponseChecker of pods/log: the kubelet's 500 an internal error and its 400 a bad
+    request, each of its text; any other code NewGenericServerResponse's, naming `pods/log <pod>`
+    (a 403's text kept: `Forbidden (user=..., ...) ( pods/log <pod>)`)."""
+    if status == 500:
+        return errors.internal(text)
+    if status == 400:
+        return errors.bad_request(text)
+    reason, message = _ANSWERS.get(status) or (
+        ("InternalError", f"an error on the server ({json.dumps(text)}) has prevented the request from succeeding")
+        if status > 500 else ("", f"the server responded with the status code {status} but did not return more information"))
+    return errors.APIError(status, reason, f"{message or text} ( pods/log {pod})", {"name": pod, "kind": "pods/log"})
+
+
 class KubeletConnection:
     """One kubelet as the proxy dials it: `host` and `connect()`, as proxy.Backend's. `opened` is
     told of each connection made (Kubelets closes them when its client certificate changes)."""
@@ -188,9 +216,10 @@ def client_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContex
 
 
 def _stamp(*files: str) -> tuple:
-    """What tells a rewritten file: each one's inode, size and modification time (none when one is missing)."""
+    """What tells a rewritten file: the files' bytes (none when one is missing), as client-go compares
+    what it loads; a dial's two small reads beside its handshake."""
     try:
-        return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, files))
+        return tuple(Path(f).read_bytes() for f in files)
     except OSError:
         return ()
 
@@ -205,7 +234,7 @@ class Kubelets:
         #: --kubelet-preferred-address-types
         self.preferred = PREFERRED_ADDRESS_TYPES
         self.cert_file = self.key_file = self.ca_file = ""
-        #: the client certificate's and key's files as last read (inode, size, mtime)
+        #: the client certificate's and key's files as last read
         self._stamp: tuple = ()
         self.tls = client_context("", "", "")
         #: the context that takes any serving certificate, made when first asked for (`dial`)
@@ -275,7 +304,7 @@ class Kubelets:
         """Subresources.kubelet_log: for a pod on a node no agent here runs, the kubelet's
         /containerLogs, a stream when following. A request that does not reach it is a 500 with
         Go's url.Error (`Get "https://...": ...`), as LocationStreamer's error reaches upstream's
-        responder unwrapped."""
+        responder unwrapped; one the kubelet refuses, GenericHttpResponseChecker's error."""
         node = self.get_pod(namespace, name)["spec"]["nodeName"]
         if self.local(node) is not None:
             return None
@@ -290,9 +319,8 @@ class Kubelets:
             raise errors.APIError(500, "", f'Get "https://{kubelet.host}{path}": {e}') from None
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             raise errors.APIError(500, "", f'Get "https://{kubelet.host}{path}": EOF') from None
-        if status != 200:
-            text = b"".join([c async for c in body]).decode("utf-8", "replace").strip()
-            raise errors.bad_request(text or f"the kubelet answered {status}")
+        if not 200 <= status <= 206:
+            raise _refused(status, b"".join([c async for c in body]).decode("utf-8", "replace"), name)
         if query.get("follow") == "true":
             return body
         return b"".join([c async for c in body])
