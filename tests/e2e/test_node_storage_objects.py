@@ -1,6 +1,7 @@
 """A node's own credentials and the storage.k8s.io objects a kubelet touches, as upstream
-confines them: it writes only the CSINode named after it (the system:node rules grant CSINode
-writes, NodeRestriction's admitCSINode checks the name, deletes included), lists CSIDrivers,
+confines them: it reads and writes only the CSINode named after it (the Node authorizer's
+authorizeCSINode refuses another's by name, NodeRestriction's admitCSINode the create of one
+under another's name), lists CSIDrivers,
 and reads only the VolumeAttachments of its own node (the Node authorizer's authorizeGet).
 Driven over HTTPS with node gpu-0's client certificate."""
 
@@ -54,9 +55,13 @@ def test_a_node_writes_only_its_own_csinode(cluster, gpu0):  # noqa: F811
     code, body = _call(cluster, gpu0, "POST", CSINODES, _csinode("gpu-1"))
     assert (code, body["message"]) == (403, f'csinodes.storage.k8s.io "gpu-1" is forbidden: {NOT_ITS_OWN}')
     cluster.kubectl("apply", "-f", "-", input=to_yaml([_csinode("gpu-1")]))
-    for method, body in (("PATCH", {"metadata": {"labels": {"x": "y"}}}), ("DELETE", None)):
+    # another's by name the Node authorizer refuses (authorizeCSINode), reads included
+    for method, verb, body in (("PATCH", "patch", {"metadata": {"labels": {"x": "y"}}}), ("DELETE", "delete", None),
+                               ("GET", "get", None)):
         code, out = _call(cluster, gpu0, method, f"{CSINODES}/gpu-1", body)
-        assert (code, out["message"]) == (403, f'csinodes.storage.k8s.io "gpu-1" is forbidden: {NOT_ITS_OWN}')
+        assert (code, out["message"]) == (403, f'csinodes.storage.k8s.io "gpu-1" is forbidden: User "system:node:gpu-0" '
+                                               f'cannot {verb} resource "csinodes" in API group "storage.k8s.io" at the '
+                                               f"cluster scope: {NOT_ITS_OWN}")
     assert cluster.kubectl_json("get", "csinode", "gpu-1")["metadata"].get("labels") is None
     assert _call(cluster, gpu0, "DELETE", f"{CSINODES}/gpu-0")[0] == 200
     assert _call(cluster, gpu0, "GET", "/apis/storage.k8s.io/v1/csidrivers")[0] == 200
