@@ -227,6 +227,12 @@ class HTTPClient:
         so that what it finds is not up to a `REDISCOVERY_PERIOD` older."""
         self._root.index = await self._discover()
 
+    def reconnect(self) -> None:
+        """Close every connection of this client, watches too (their informers watch again): those
+        opened next present what its TLS context holds now, a rotated client certificate (the
+        kubelet's certificate transport closes all its connections when its certificate changes)."""
+        self._pool.conns.close()
+
     async def close(self) -> None:
         if self._rediscovery is not None:
             self._rediscovery.cancel()

@@ -8,12 +8,13 @@ certificatesigningrequests/nodeclient) and issued, and writes the certificate an
 `<cert dir>/kubelet-client-current.pem` and a kubeconfig naming that file, which it uses from then
 on; a kubeconfig whose certificate is still valid is used as it is. With rotation on, a new
 certificate is asked for, as the node itself (selfnodeclient), once 70 to 90% of the current one's
-life has passed, and put in place of the old one: the file, and the TLS context new connections use.
-serverTLSBootstrap (--rotate-server-certificates) asks as the node for a serving certificate of the
-kubelet-serving signer, the node's addresses its SANs (addressesToHostnamesAndIPs), which
-kube-controller-manager never approves on its own: an admin does (`kubectl certificate approve`);
-it is written to `<cert dir>/kubelet-server-current.pem`, served from then on and renewed the same
-way; a request left unanswered 15 minutes is made anew."""
+life has passed, and put in place of the old one: the file, and the TLS context, whose connections
+are then closed so that every one presents the new certificate. serverTLSBootstrap
+(--rotate-server-certificates) asks as the node for a serving certificate of the kubelet-serving
+signer, the node's addresses its SANs (addressesToHostnamesAndIPs), which kube-controller-manager
+never approves on its own: an admin does (`kubectl certificate approve`); it is written to
+`<cert dir>/kubelet-server-current.pem`, served from then on and renewed the same way; a request
+left unanswered 15 minutes is made anew."""
 
 from __future__ import annotations
 
@@ -217,9 +218,13 @@ async def _renew(pem_path: str, ask: Callable[[], Awaitable[bytes]], use: Callab
 
 async def rotate(client, node_name: str, pem_path: str, clock: Clock = REAL) -> None:
     """Forever: at each certificate's deadline, a new one for the node, asked for as the node,
-    written over `pem_path` and loaded into the client's TLS context for the connections it opens."""
-    await _renew(pem_path, lambda: request_certificate(client, node_name, clock), client.creds.ssl.load_cert_chain,
-                 "client", clock)
+    written over `pem_path` and loaded into the client's TLS context; its connections closed, so
+    that those opened next present it."""
+    def use(path: str) -> None:
+        client.creds.ssl.load_cert_chain(path)
+        client.reconnect()
+
+    await _renew(pem_path, lambda: request_certificate(client, node_name, clock), use, "client", clock)
 
 
 async def rotate_serving(client, node_name: str, addresses: Callable[[], list[dict]], cert_dir: str,
