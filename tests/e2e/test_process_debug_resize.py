@@ -1,6 +1,7 @@
 """`kubectl debug` and `kubectl patch --subresource resize` against `nanokube up --runtime
 process`: the ephemeral container runs as a process of the pod (its output through `kubectl
-logs -c`, its stdin through `kubectl debug -i`), and a resize is allocated and reported by the node.
+logs -c`, its stdin through `kubectl debug -i`, busybox's shell when no command is given), and a
+resize is allocated and reported by the node.
 
 Skipped (loudly) only without root, `ip` or `nft`, like test_streaming."""
 
@@ -43,6 +44,11 @@ def test_kubectl_debug_runs_a_process_in_the_pod(c):
     out = c.kubectl("debug", "-i", "app", "--image=busybox", "--container=talk", "--",
                     "sh", "-c", "read line; echo got $line", input="hello\n", timeout=90).stdout
     assert "got hello" in out
+    # no command: busybox's default, a shell, reads what the user types (it was the entrypoint's
+    # stand-in, which read nothing: kubectl waited for ever)
+    out = c.kubectl("debug", "-i", "app", "--image=busybox", "--container=shell",
+                    input="echo shell in $HOSTNAME; exit\n", timeout=90).stdout
+    assert "shell in app" in out
 
 
 def test_kubectl_patch_resize_is_actuated_by_the_process_node(c):

@@ -55,6 +55,7 @@ from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, fiel
 from ..lifecycle import volume_mount_statuses
 from .. import container_env, dns, hooks, hosts_file
 from ..simulated_accounts import run_as
+from ..simulated_command import reads_stdin
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import cgroup as cgroups, stdio
@@ -573,7 +574,12 @@ class ProcessPodWorker(PodWorker):
     # --- one container --------------------------------------------------------------
 
     def _argv(self, c: Container) -> list[str]:
-        return container_env.command(c.spec, self._env[c.name]) or ENTRYPOINT
+        """Its command and args; without them, a shell where the image's default is one and the
+        container keeps a stdin (`kubectl debug -i --image=busybox`, `kubectl run -i`: the user's
+        commands are read there), else the stand-in for the image's entrypoint."""
+        if argv := container_env.command(c.spec, self._env[c.name]):
+            return argv
+        return ["sh"] if c.spec.get("stdin") and reads_stdin([], c.spec.get("image", "")) else ENTRYPOINT
 
     def _hostname(self) -> str:
         """The pod's hostname: its node's for a hostNetwork pod, which shares the node's UTS namespace."""
