@@ -311,6 +311,22 @@ def test_node_tokens_are_for_the_audiences_its_pods_use(cluster, gpu0):
         cluster.kubectl("delete", "clusterrolebinding/gpu-0-vault", "clusterrole/gpu-0-vault")
 
 
+def test_a_subject_access_review_asks_the_node_authorizer_with_its_field_selector(cluster):
+    """A SubjectAccessReview's resourceAttributes.fieldSelector (rawSelector, or requirements of In or
+    NotIn with one value) reaches the Node authorizer as a list's selector does."""
+    def review(**selector) -> dict:
+        attributes = {"verb": "list", "resource": "pods", **({"fieldSelector": selector} if selector else {})}
+        sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+            "user": "system:node:gpu-0", "groups": ["system:nodes", "system:authenticated"],
+            "resourceAttributes": attributes}}
+        return json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(sar)).stdout)["status"]
+
+    assert review() == {"allowed": False, "reason": "can only list/watch pods with spec.nodeName field selector"}
+    assert review(rawSelector="spec.nodeName=gpu-0") == {"allowed": True}
+    assert review(requirements=[{"key": "spec.nodeName", "operator": "In", "values": ["gpu-0"]}]) == {"allowed": True}
+    assert review(requirements=[{"key": "spec.nodeName", "operator": "In", "values": ["gpu-0", "gpu-1"]}])["allowed"] is False
+
+
 def test_an_admins_binding_grants_a_node_what_the_node_authorizer_refused(cluster, gpu0):
     """The default system:node binding names nobody (the Node authorizer grants a node the role's
     rules itself), and the Node authorizer's refusal of a Secret no pod of the node uses is no

@@ -154,8 +154,24 @@ def review_attributes(body: dict) -> Attributes:
     ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if ra is not None:
         return Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
-                          ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+                          ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""),
+                          _review_fields(ra.get("fieldSelector") or {}))
     return Attributes((nra or {}).get("verb", ""), (nra or {}).get("path", ""))
+
+
+def _review_fields(selector: dict) -> str:
+    """A review's fieldSelector as a request's: its rawSelector, or its requirements (each In or NotIn
+    of one value, as = and !=; any other makes none, as upstream's conversion error leaves none)."""
+    if selector.get("rawSelector"):
+        return selector["rawSelector"]
+    terms = []
+    for r in selector.get("requirements") or []:
+        op, values = {"In": "=", "NotIn": "!="}.get(r.get("operator", "")), r.get("values") or []
+        if op is None or len(values) != 1:
+            return ""
+        escaped = values[0].replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+        terms.append(f"{r.get('key', '')}{op}{escaped}")
+    return ",".join(terms)
 
 
 def access_review(d: Decision, body: dict) -> dict:
