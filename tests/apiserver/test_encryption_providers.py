@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import tempfile
 
 import pytest
@@ -285,9 +286,9 @@ async def test_a_seed_whose_key_id_went_unconfirmed_for_3_minutes_stops_writing(
         start = clock.t
         assert (await send(api, "POST", url, secret("s1")))[0] == 201
         plugin.stop()
-        clock.t = start + 180  # (wall time, as upstream's expiry: the last key ID poll is still recent)
-        assert (await send(api, "POST", url, secret("s2")))[0] == 201
-        clock.t = start + 181
+        await clock.advance(180)
+        assert (await send(api, "POST", url, secret("s2")))[0] == 201  # (its key ID poll, due, fails meanwhile)
+        await clock.advance(1)
         code, body = await send(api, "POST", url, secret("s3"))
         assert (code, body["message"]) == (500, f'Internal error occurred: encryptedDEKSource with keyID hash '
                                                 f'"{key_id_hash("key-1")}" expired at {clock.rfc3339(start + 180)} '
@@ -470,6 +471,7 @@ async def test_a_kms_plugin_that_holds_its_answer_holds_only_the_requests_that_n
         code, body = await create
         assert code == 201 and plugin.calls["Encrypt"] == 1
         plugin.answering.clear()
+        encryption.resources.kms[0]._health = (float("-inf"), None)  # (the write's probe answered it)
         health = asyncio.ensure_future(fetched(api, "/readyz/kms-provider-0"))
         for _ in range(200):  # until the check asked the plugin
             if encryption.resources.kms[0]._checking is not None:
@@ -484,6 +486,31 @@ async def test_a_kms_plugin_that_holds_its_answer_holds_only_the_requests_that_n
                                      "Exceeded\n")
         encryption.resources.kms[0]._health = (float("-inf"), None)
         assert await fetched(api, "/readyz/kms-provider-0") == (200, "ok")
+
+
+async def test_a_key_id_the_plugin_cannot_encrypt_under_keeps_the_old_seed_and_fails_the_check(tmp_path, plugin):
+    """Upstream's rotateDEKOnKeyIDChange: a Status naming a new key ID whose Encrypt fails keeps the seed
+    that writes (until its expiry) and fails the health check in upstream's words."""
+    encryption = Encryption(write_config(tmp_path / "enc.yaml", kms(plugin)))
+    async with served(tmp_path, store=encryption.wrap(MemoryStore()),
+                      prepare=lambda server: install(server, encryption)) as (server, api):
+        url = "/api/v1/namespaces/default/secrets"
+        assert (await send(api, "POST", url, secret("s1")))[0] == 201
+        plugin.rotate("key-2")
+        del plugin.keys["key-2"]  # (its Encrypt fails)
+        envelope = encryption.resources.kms[0]
+        envelope._health = (float("-inf"), None)
+        code, text = await fetched(api, "/readyz/kms-provider-0")
+        assert code == 500
+        assert re.fullmatch(
+            r'internal server error: kmsv2 Provider vault is not healthy, error: failed to rotate DEK uid="[-0-9a-f]{36}", '
+            r'useSeed=true, errState=<nil>, errGen=failed to encrypt DEK, error: rpc error: code = Unknown desc = '
+            r"Exception calling application: 'key-2', "
+            f'statusKeyIDHash="{key_id_hash("key-2")}", encryptKeyIDHash="", stateKeyIDHash="{key_id_hash("key-1")}", '
+            r"expirationTimestamp=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n", text), text
+        assert (await send(api, "POST", url, secret("s2")))[0] == 201  # under key-1's seed still
+        raw = encryption.store.inner._data["/registry/secrets/default/s2"].value
+        assert pb.EncryptedObject.FromString(raw[len(b"k8s:enc:kms:v2:vault:"):]).keyID == "key-1"
 
 
 @pytest.mark.parametrize("store", [MemoryStore, "Streamed"])

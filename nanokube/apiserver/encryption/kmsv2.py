@@ -27,6 +27,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 import uuid
 from dataclasses import dataclass
 
@@ -41,8 +42,11 @@ from .value import AESGCM, TransformError
 log = logging.getLogger(__name__)
 
 SERVICE = "v2.KeyManagementService"
-#: the plugin API version a healthy plugin's Status reports
+#: the plugin API version a healthy plugin's Status reports (v2beta1's is still taken)
 API_VERSION = "v2"
+_API_VERSIONS = (API_VERSION, "v2beta1")
+#: Go's zero time.Time as RFC 3339 (an expiry where there is no seed)
+_ZERO_TIME = "0001-01-01T00:00:00Z"
 SEED_SIZE = 32
 _INFO_SIZE = 32
 _MAX_SIZE = 1024
@@ -99,6 +103,11 @@ class _State:
 
 def key_id_hash(key_id: str) -> str:
     return "sha256:" + hashlib.sha256(key_id.encode()).hexdigest()
+
+
+def _hash_if(key_id: str) -> str:
+    """GetHashIfNotEmpty: the key ID's hash, "" for none."""
+    return key_id_hash(key_id) if key_id else ""
 
 
 def _validate_annotations(annotations) -> None:
@@ -158,6 +167,9 @@ class Envelope:
         #: the key ID poll and the health check in flight in a worker thread, if any
         self._polling: asyncio.Future | None = None
         self._checking: asyncio.Future | None = None
+        #: the API version of the plugin's first Status, which it may not change
+        self._version = ""
+        self._probing = threading.Lock()
         #: digest -> why the plugin last failed to decrypt that seed (`learn`), answered by every read
         #: of a value under it until a `learn` succeeds: a read never asks the plugin on the loop
         self._failed: dict[bytes, str] = {}
@@ -195,10 +207,19 @@ class Envelope:
 
     def check(self) -> str | None:
         """The plugin's health as the kms-provider check reports it, asked at most every 20 s (3 s after
-        a failure); blocks on the plugin: `refresh` first on the loop."""
-        now = self._clock.monotonic()
+        a failure); blocks on the plugin: `refresh` first on the loop. As upstream's probe, whatever
+        the plugin says of its health, a valid key ID confirms the seed (its expiry moves on) or, where
+        it moved on, makes a new one (`_rotate_if`)."""
         if self._health_fresh():
             return self._health[1]
+        with self._probing:  # (one at a time, as upstream's: the health check's and the key ID poll's)
+            if self._health_fresh():
+                return self._health[1]
+            why = self._probe()
+            self._health = (self._clock.monotonic(), why)
+            return why
+
+    def _probe(self) -> str | None:
         started = self._clock.now()
         try:
             resp = self.status()
@@ -209,57 +230,77 @@ class Envelope:
             problems = []
             if resp.healthz != "ok":
                 problems.append(f"got unexpected healthz status: {resp.healthz}")
-            if resp.version != API_VERSION:
+            if resp.version not in _API_VERSIONS:
                 problems.append(f"expected KMSv2 API version {API_VERSION}, got {resp.version}")
-            if not resp.key_id:
-                problems.append(f"expected KMSv2 KeyID to be set, got {resp.key_id}")
+            elif resp.version != self._version:
+                if not self._version:  # (the first Status's)
+                    self._version = resp.version
+                else:
+                    problems.append(f"KMSv2 API version should not change after the initial status response "
+                                    f"version {self._version}, got {resp.version}")
+            if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
+                if self._metrics is not None:
+                    self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
+                problems.append(f'got invalid KMSv2 KeyID hash "{_hash_if(resp.key_id)}": ' + (
+                    "got unexpected empty keyID" if not resp.key_id else
+                    f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}"))
+            else:
+                try:
+                    self._rotate_if(resp.key_id, started)
+                except TransformError as e:
+                    problems.append(str(e))
             why = None
             if problems:
                 joined = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
                 why = f"kmsv2 Provider {self.name} is not healthy, error: {joined}"
-            else:
-                self._rotate_if(resp.key_id, started)
-        self._health = (now, why)
         return why
 
     def _rotate_if(self, key_id: str, started: float) -> None:
         """A new seed when the plugin's key_id moved on (or there is none yet); either way the seed
         writes until WRITE_SEED_TTL past `started` (when the Status that said `key_id` began). A
-        failed Encrypt keeps the old seed and its expiry."""
-        if self._state is not None and self._state.key_id == key_id:
+        new seed the plugin does not encrypt, or encrypts under another key ID than its Status
+        said, keeps the old seed and its expiry: TransformError in upstream's words."""
+        state = self._state
+        if state is not None and state.key_id == key_id:
             self._expires = started + WRITE_SEED_TTL
             return
-        seed = os.urandom(SEED_SIZE)
-        resp = self._call("Encrypt", pb.EncryptRequest(plaintext=seed, uid=str(uuid.uuid4())))
-        if not resp.key_id:
-            raise TransformError("failed to generate DEK: KeyID is empty")
-        _validate_annotations(resp.annotations)
-        transformer = ExtendedNonceGCM(seed)
-        state = _State(transformer, resp.key_id, resp.ciphertext, dict(resp.annotations))
-        self._seeds[self._digest(pb.HKDF_SHA256_XNONCE_AES_GCM_SEED, resp.ciphertext, resp.key_id,
-                                 resp.annotations)] = transformer
-        self._state, self._expires = state, started + WRITE_SEED_TTL
-        if self._metrics is not None:
-            self._metrics.seeds(self.name, len(self._seeds))
+        uid, seed = str(uuid.uuid4()), os.urandom(SEED_SIZE)
+        made = None
+        try:
+            try:
+                resp = self._call("Encrypt", pb.EncryptRequest(plaintext=seed, uid=uid))
+            except Exception as e:
+                raise TransformError(f"failed to encrypt DEK, error: {rpc_error(e)}") from None
+            made = pb.EncryptedObject(encryptedData=b"\0", keyID=resp.key_id, encryptedDEKSource=resp.ciphertext,
+                                      annotations=resp.annotations,
+                                      encryptedDEKSourceType=pb.HKDF_SHA256_XNONCE_AES_GCM_SEED)
+            _validate(made)  # (the data's byte: any, to pass)
+            failed = None
+        except TransformError as e:
+            failed = str(e)
+        if failed is None and made.keyID == key_id:
+            transformer = ExtendedNonceGCM(seed)
+            self._seeds[self._digest(pb.HKDF_SHA256_XNONCE_AES_GCM_SEED, made.encryptedDEKSource, made.keyID,
+                                     made.annotations)] = transformer
+            self._state = _State(transformer, made.keyID, made.encryptedDEKSource, dict(made.annotations))
+            self._expires = started + WRITE_SEED_TTL
+            if self._metrics is not None:
+                self._metrics.seeds(self.name, len(self._seeds))
+            return
+        raise TransformError(
+            f'failed to rotate DEK uid="{uid}", useSeed=true, '
+            f'errState={"<nil>" if state is not None else "got unexpected nil transformer"}, errGen={failed or "<nil>"}, '
+            f'statusKeyIDHash="{_hash_if(key_id)}", encryptKeyIDHash="{_hash_if(made.keyID if made else "")}", '
+            f'stateKeyIDHash="{_hash_if(state.key_id if state else "")}", expirationTimestamp='
+            f'{self._clock.rfc3339(self._expires) if state is not None else _ZERO_TIME}')
 
     def _poll(self) -> None:
-        """The key ID poll (in a worker thread): Status, and a new seed where the key ID moved on."""
-        now, started = self._clock.monotonic(), self._clock.now()
-        try:
-            resp = self.status()
-            if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
-                if self._metrics is not None:
-                    self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
-                raise TransformError("got unexpected empty keyID" if not resp.key_id else
-                                     f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}")
-            self._rotate_if(resp.key_id, started)
+        """The key ID poll (in a worker thread): the health check's probe, logged where it fails."""
+        now = self._clock.monotonic()
+        why = self.check()
+        if why is None:
             self._polled = now
             return
-        except TransformError as e:
-            why = str(e)
-        except Exception as e:
-            why = f"failed to perform status section of the healthz check for KMS Provider {self.name}, error: " \
-                  f"{rpc_error(e)}"
         self._poll_failed = now
         log.error("kms plugin failed health check probe: %s (name %s)", why, self.name)
 
