@@ -364,6 +364,23 @@ def dns1123_subdomain_with_underscore(value: str) -> list[str]:
     ))
 
 
+def fully_qualified_domain_name(name: str, path: str) -> list[FieldError]:
+    """IsFullyQualifiedDomainName: a DNS-1123 subdomain (a trailing dot aside) of two labels or more."""
+    if not name:
+        return [required(path)]
+    name = name[:-1] if name.endswith(".") else name
+    errs = dns1123_subdomain(name)
+    if errs:
+        return [invalid(path, name, ",".join(errs))]
+    if len(name.split(".")) < 2:
+        return [invalid(path, name, "should be a domain with at least two segments separated by dots")]
+    for label in name.split("."):
+        errs = dns1123_label(label)
+        if errs:
+            return [invalid(path, label, ",".join(errs))]
+    return []
+
+
 def dns1035_label(value: str) -> list[str]:
     return _bounded_match(value, 63, _DNS1035_LABEL, (
         "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "

@@ -10,6 +10,7 @@ from ..machinery.validation import (
     dns1123_subdomain,
     duplicate,
     endpoint_ip,
+    fully_qualified_domain_name,
     immutable,
     invalid,
     label_value,
@@ -62,23 +63,6 @@ def _ip_errors(addr: str, family: int, path: str) -> list[FieldError]:
     return endpoint_ip(addr, path)
 
 
-def _fqdn_errors(name: str, path: str) -> list[FieldError]:
-    """IsFullyQualifiedDomainName."""
-    if not name:
-        return [required(path)]
-    name = name[:-1] if name.endswith(".") else name
-    errs = dns1123_subdomain(name)
-    if errs:
-        return [invalid(path, name, ",".join(errs))]
-    if len(name.split(".")) < 2:
-        return [invalid(path, name, "should be a domain with at least two segments separated by dots")]
-    for label in name.split("."):
-        errs = dns1123_label(label)
-        if errs:
-            return [invalid(path, label, ",".join(errs))]
-    return []
-
-
 def _validate_hints(hints: dict, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for key in ("forZones", "forNodes"):
@@ -113,7 +97,7 @@ def _validate_endpoints(endpoints: list, address_type: str, check_ips: bool = Tr
             if address_type in ("IPv4", "IPv6") and check_ips:
                 errs += _ip_errors(a, 4 if address_type == "IPv4" else 6, ap)
             elif address_type == "FQDN":
-                errs += _fqdn_errors(a, ap)
+                errs += fully_qualified_domain_name(a, ap)
         if ep.get("nodeName") is not None:
             errs += [invalid(f"{p}.nodeName", ep["nodeName"], m) for m in dns1123_subdomain(ep["nodeName"])]
         topology = ep.get("deprecatedTopology") or {}

@@ -1,7 +1,7 @@
 """A KMS v2 plugin for the tests: the gRPC KeyManagementService on a unix socket, its key encryption
 keys AES-GCM keys held in memory by key ID. `rotate` makes a new key current (Status reports its ID,
 Encrypt uses it; Decrypt still reads the old ones); `healthy = False` makes Status say so; `answering`
-cleared holds every answer until it is set again (a hung plugin).
+cleared holds every answer until it is set again (a hung plugin); `annotations` go with each ciphertext.
 
 Run as a script (`python tests/apiserver/kms_plugin.py SOCKET [KEY_ID]`) it serves until killed."""
 
@@ -29,6 +29,7 @@ class Plugin:
         self.keys = {key_id: AESGCM(os.urandom(32))}
         self.key_id = key_id
         self.healthy = True
+        self.annotations = {ANNOTATION: b"1"}
         self.answering = threading.Event()
         self.answering.set()
         #: calls by method name
@@ -49,7 +50,7 @@ class Plugin:
         self.calls["Encrypt"] += 1
         nonce = os.urandom(12)
         return pb.EncryptResponse(ciphertext=nonce + self.keys[self.key_id].encrypt(nonce, request.plaintext, None),
-                                  key_id=self.key_id, annotations={ANNOTATION: b"1"})
+                                  key_id=self.key_id, annotations=self.annotations)
 
     def _decrypt(self, request, context):
         self.answering.wait()

@@ -488,24 +488,36 @@ async def test_a_kms_plugin_that_holds_its_answer_holds_only_the_requests_that_n
         assert await fetched(api, "/readyz/kms-provider-0") == (200, "ok")
 
 
-async def test_a_key_id_the_plugin_cannot_encrypt_under_keeps_the_old_seed_and_fails_the_check(tmp_path, plugin):
-    """Upstream's rotateDEKOnKeyIDChange: a Status naming a new key ID whose Encrypt fails keeps the seed
-    that writes (until its expiry) and fails the health check in upstream's words."""
+@pytest.mark.parametrize("fault, failed", [
+    ("no key", "failed to encrypt DEK, error: rpc error: code = Unknown desc = Exception calling application: 'key-2'"),
+    ("annotations", 'failed to validate annotations: [annotations: Invalid value: "Kms.io": a lowercase RFC 1123 '
+                    "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end "
+                    "with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), annotations: Invalid "
+                    'value: "panda": should be a domain with at least two segments separated by dots]'),
+])
+async def test_a_key_id_the_plugin_cannot_encrypt_under_keeps_the_old_seed_and_fails_the_check(tmp_path, plugin, fault,
+                                                                                               failed):
+    """Upstream's rotateDEKOnKeyIDChange: a Status naming a new key ID whose Encrypt fails, or answers
+    what ValidateEncryptedObject refuses, keeps the seed that writes (until its expiry) and fails the
+    health check in upstream's words."""
     encryption = Encryption(write_config(tmp_path / "enc.yaml", kms(plugin)))
     async with served(tmp_path, store=encryption.wrap(MemoryStore()),
                       prepare=lambda server: install(server, encryption)) as (server, api):
         url = "/api/v1/namespaces/default/secrets"
         assert (await send(api, "POST", url, secret("s1")))[0] == 201
         plugin.rotate("key-2")
-        del plugin.keys["key-2"]  # (its Encrypt fails)
+        if fault == "no key":
+            del plugin.keys["key-2"]
+        else:
+            plugin.annotations = {"panda": b"", "Kms.io": b""}
         envelope = encryption.resources.kms[0]
         envelope._health = (float("-inf"), None)
         code, text = await fetched(api, "/readyz/kms-provider-0")
         assert code == 500
         assert re.fullmatch(
             r'internal server error: kmsv2 Provider vault is not healthy, error: failed to rotate DEK uid="[-0-9a-f]{36}", '
-            r'useSeed=true, errState=<nil>, errGen=failed to encrypt DEK, error: rpc error: code = Unknown desc = '
-            r"Exception calling application: 'key-2', "
+            r"useSeed=true, errState=<nil>, errGen=" + re.escape(failed) + ", "
             f'statusKeyIDHash="{key_id_hash("key-2")}", encryptKeyIDHash="", stateKeyIDHash="{key_id_hash("key-1")}", '
             r"expirationTimestamp=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n", text), text
         assert (await send(api, "POST", url, secret("s2")))[0] == 201  # under key-1's seed still

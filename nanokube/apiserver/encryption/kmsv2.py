@@ -26,7 +26,6 @@ import asyncio
 import hashlib
 import logging
 import os
-import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 from google.protobuf.message import DecodeError
 
 from ...clock import REAL, Clock
+from ...machinery.validation import fully_qualified_domain_name
 from .proto import kmsv2_pb2 as pb
 from .value import AESGCM, TransformError
 
@@ -59,7 +59,6 @@ WRITE_SEED_TTL = 180.0
 _RETRY_AFTER = 10.0
 #: how long a health check's answer stands, healthy and not
 _HEALTHY_TTL, _UNHEALTHY_TTL = 20.0, 3.0
-_FQDN = re.compile(r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\.)+[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$")
 
 
 def rpc_error(e: Exception) -> str:
@@ -111,13 +110,25 @@ def _hash_if(key_id: str) -> str:
 
 
 def _validate_annotations(annotations) -> None:
-    size = 0
-    for k, v in annotations.items():
-        if not _FQDN.match(k):
-            raise TransformError(f"annotation keys are not fully qualified domain names: {k}")
-        size += len(k) + len(v)
+    """validateAnnotations' checks, in its words: each key a fully qualified domain name, keys and
+    values 32 KiB at most together (the keys in order: Go's map gives them in any)."""
+    errs = [str(e) for k in sorted(annotations) for e in fully_qualified_domain_name(k, "annotations")]
+    size = sum(len(k) + len(v) for k, v in annotations.items())
     if size > _MAX_ANNOTATIONS:
-        raise TransformError(f"annotations exceeds max size of {_MAX_ANNOTATIONS}")
+        errs.append(f"total size of annotations is {size}, which exceeds the max size of {_MAX_ANNOTATIONS}")
+    if errs:
+        errs = list(dict.fromkeys(errs))
+        raise TransformError("failed to validate annotations: " + (errs[0] if len(errs) == 1 else
+                                                                   "[" + ", ".join(errs) + "]"))
+
+
+def _key_id_error(key_id: str) -> str | None:
+    """ValidateKeyID's refusal of a key ID."""
+    if not key_id:
+        return "keyID is empty"
+    if len(key_id) > _MAX_SIZE:
+        return f"keyID is {len(key_id)} bytes, which exceeds the max size of {_MAX_SIZE}"
+    return None
 
 
 def _validate(obj: pb.EncryptedObject) -> None:
@@ -127,14 +138,12 @@ def _validate(obj: pb.EncryptedObject) -> None:
     if not obj.encryptedData:
         raise TransformError("encrypted data is empty")
     if not obj.encryptedDEKSource:
-        raise TransformError("encrypted DEK source is empty")
+        raise TransformError("failed to validate encrypted DEK source: encrypted DEK source is empty")
     if len(obj.encryptedDEKSource) > _MAX_SIZE:
-        raise TransformError(f"encrypted DEK source is {len(obj.encryptedDEKSource)} bytes, which exceeds the max "
-                             f"size of {_MAX_SIZE}")
-    if not obj.keyID:
-        raise TransformError("keyID is empty")
-    if len(obj.keyID) > _MAX_SIZE:
-        raise TransformError(f"keyID is {len(obj.keyID)} bytes, which exceeds the max size of {_MAX_SIZE}")
+        raise TransformError(f"failed to validate encrypted DEK source: encrypted DEK source is "
+                             f"{len(obj.encryptedDEKSource)} bytes, which exceeds the max size of {_MAX_SIZE}")
+    if why := _key_id_error(obj.keyID):
+        raise TransformError(f"failed to validate key id: {why}")
     _validate_annotations(obj.annotations)
 
 
@@ -238,12 +247,10 @@ class Envelope:
                 else:
                     problems.append(f"KMSv2 API version should not change after the initial status response "
                                     f"version {self._version}, got {resp.version}")
-            if not resp.key_id or len(resp.key_id) > _MAX_SIZE:
+            if invalid_key_id := _key_id_error(resp.key_id):
                 if self._metrics is not None:
                     self._metrics.invalid_key_id(self.name, "empty" if not resp.key_id else "too_long")
-                problems.append(f'got invalid KMSv2 KeyID hash "{_hash_if(resp.key_id)}": ' + (
-                    "got unexpected empty keyID" if not resp.key_id else
-                    f"keyID is {len(resp.key_id)} bytes, which exceeds the max size of {_MAX_SIZE}"))
+                problems.append(f'got invalid KMSv2 KeyID hash "{_hash_if(resp.key_id)}": {invalid_key_id}')
             else:
                 try:
                     self._rotate_if(resp.key_id, started)
@@ -271,11 +278,11 @@ class Envelope:
                 resp = self._call("Encrypt", pb.EncryptRequest(plaintext=seed, uid=uid))
             except Exception as e:
                 raise TransformError(f"failed to encrypt DEK, error: {rpc_error(e)}") from None
-            made = pb.EncryptedObject(encryptedData=b"\0", keyID=resp.key_id, encryptedDEKSource=resp.ciphertext,
-                                      annotations=resp.annotations,
-                                      encryptedDEKSourceType=pb.HKDF_SHA256_XNONCE_AES_GCM_SEED)
-            _validate(made)  # (the data's byte: any, to pass)
-            failed = None
+            obj = pb.EncryptedObject(encryptedData=b"\0", keyID=resp.key_id, encryptedDEKSource=resp.ciphertext,
+                                     annotations=resp.annotations,
+                                     encryptedDEKSourceType=pb.HKDF_SHA256_XNONCE_AES_GCM_SEED)
+            _validate(obj)  # (the data's byte: any, to pass)
+            made, failed = obj, None
         except TransformError as e:
             failed = str(e)
         if failed is None and made.keyID == key_id:
