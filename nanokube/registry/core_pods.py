@@ -74,6 +74,7 @@ from ..machinery.validation import (
     validate_node_selector_term,
 )
 from . import pod_subresources as subresources
+from . import spec_diff
 from .gated_fields import drop_pod_fields
 from .pod_disabled_fields import drop_disabled_pod_fields
 from .pod_spec_key import spec_key
@@ -931,9 +932,7 @@ def validate_pod_update(new: dict, old: dict) -> list[FieldError]:
         for f in ("nodeSelector", "affinity"):
             _copy_field(munged, os_, f)
     if munged != os_:
-        changed = sorted(k for k in set(munged) | set(os_) if munged.get(k) != os_.get(k))
-        diff = "\n".join(f"  spec.{k}: {_short(os_.get(k))} -> {_short(munged.get(k))}" for k in changed)
-        errs.append(forbidden("spec", f"{_MUTABLE_MESSAGE}\n{diff}"))
+        errs.append(forbidden("spec", f"{_MUTABLE_MESSAGE}\n{spec_diff.diff(os_, munged)}"))
     return errs
 
 
@@ -942,11 +941,6 @@ def _copy_field(dst: dict, src: dict, f: str) -> None:
         dst[f] = copy.deepcopy(src[f])
     else:
         dst.pop(f, None)
-
-
-def _short(v: Any, limit: int = 120) -> str:
-    s = repr(v)
-    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _gated(spec: dict) -> bool:

@@ -5,8 +5,7 @@ ValidatePodResize). PodStrategy runs the pod's own checks first."""
 
 from __future__ import annotations
 
-import orjson
-
+from . import spec_diff
 from ..machinery.validation import FieldError, forbidden, invalid
 
 EPHEMERAL = "ephemeralcontainers"
@@ -94,22 +93,8 @@ def validate_ephemeral_containers_update(new: dict, old: dict) -> list[FieldErro
         if c is None:
             errs.append(forbidden(path, f'existing ephemeral containers "{name}" may not be removed\n'))
         elif c != o:
-            errs.append(forbidden(path, f'existing ephemeral containers "{name}" may not be changed\n{_diff(o, c)}'))
+            errs.append(forbidden(path, f'existing ephemeral containers "{name}" may not be changed\n{spec_diff.diff(o, c)}'))
     return errs
-
-
-def _diff(old: dict, new: dict) -> str:
-    """The fields that differ, as go-cmp's diff of the two structs lays them out (a `-` line for
-    the stored value, a `+` line for the sent one) with the API's field names and JSON values."""
-    lines = ["  {"]
-    for k in sorted(set(old) | set(new)):
-        if old.get(k) != new.get(k):
-            lines += [f"{sign} \t{_json(k)}: {_json(side[k])}," for sign, side in (("-", old), ("+", new)) if k in side]
-    return "\n".join([*lines, "  }"])
-
-
-def _json(v) -> str:
-    return orjson.dumps(v).decode()
 
 
 def resize_refusal(new: dict, old: dict) -> FieldError | None:

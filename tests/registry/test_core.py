@@ -286,7 +286,24 @@ def test_pod_update_allows_image_and_rejects_other_changes():
     assert [e.field for e in errs] == ["spec"]
     assert errs[0].reason == "FieldValueForbidden"
     assert "pod updates may not change fields other than `spec.containers[*].image`" in errs[0].message
-    assert "spec.restartPolicy" in errs[0].message
+    # the stored spec against the sent one (its image change taken back), as go-cmp lays a diff out
+    assert errs[0].message.endswith('(allow it to be set to 1 if it was previously negative)\n'
+                                    '  {\n  \t... // 3 identical fields\n'
+                                    '- \t"restartPolicy": "Always",\n+ \t"restartPolicy": "Never",\n'
+                                    '  \t... // 4 identical fields\n  }')
+
+
+def test_pod_update_refusal_opens_the_changed_container():
+    """`kubectl set env pod/p -c b FOO=1`: the diff opens the containers list and the changed
+    container, counting the unchanged fields and elements it passes."""
+    s, old = created_pod(containers=[{"name": "a", "image": "x"}, {"name": "b", "image": "y"}])
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][1]["env"] = [{"name": "FOO", "value": "1"}]
+    [err] = s.validate_update(new, old)
+    assert err.message.split("\n", 1)[1] == (
+        '  {\n  \t"containers": [\n  \t\t... // 1 identical element\n  \t\t{\n'
+        '+ \t\t\t"env": [{"name":"FOO","value":"1"}],\n  \t\t\t... // 6 identical fields\n  \t\t},\n'
+        '  \t],\n  \t... // 7 identical fields\n  }')
 
 
 def test_pod_update_rejects_removed_toleration_and_new_gate():
