@@ -20,10 +20,12 @@ LEVELS = (NONE, METADATA, REQUEST, REQUEST_RESPONSE)
 RECEIVED, STARTED, COMPLETE, PANIC = "RequestReceived", "ResponseStarted", "ResponseComplete", "Panic"
 STAGES = (RECEIVED, STARTED, COMPLETE, PANIC)
 #: a Policy's fields and its rules' (audit.k8s.io/v1): what the strict decoder knows
-_POLICY_FIELDS = ("apiVersion", "kind", "metadata", "rules", "omitStages", "omitManagedFields")
-_RULE_FIELDS = ("level", "users", "userGroups", "verbs", "resources", "namespaces", "nonResourceURLs", "omitStages",
-                "omitManagedFields")
-_GROUP_RESOURCES_FIELDS = ("group", "resources", "resourceNames")
+#: a Policy's fields and their JSON types (configfile.mistyped's schema; metadata, an ObjectMeta, is
+#: left out of the unknown-field walk)
+_RULE = {"level": str, "users": [str], "userGroups": [str], "verbs": [str],
+         "resources": [{"group": str, "resources": [str], "resourceNames": [str]}], "namespaces": [str],
+         "nonResourceURLs": [str], "omitStages": [str], "omitManagedFields": bool}
+_SCHEMA = {"apiVersion": str, "kind": str, "metadata": {}, "rules": [_RULE], "omitStages": [str], "omitManagedFields": bool}
 
 log = logging.getLogger(__name__)
 
@@ -142,28 +144,16 @@ def load(path: str | Path) -> Policy:
     version, kind = doc.get("apiVersion"), doc.get("kind")
     if (version, kind) != ("audit.k8s.io/v1", "Policy"):
         raise PolicyError(f'failed decoding file "{path}": no kind "{kind}" is registered for version "{version}"')
-    strict += [f'unknown field "{p}"' for p in _unknown(doc)]
+    if wrong := configfile.mistyped(doc, _SCHEMA, "Policy"):  # (the lenient decoder refuses it too)
+        raise PolicyError(f'failed decoding file "{path}": {wrong}')
+    strict += [f'unknown field "{p}"' for p in configfile.unknown_fields({k: v for k, v in doc.items() if k != "metadata"},
+                                                                          _SCHEMA)]
     if strict:  # (upstream decodes strictly first, then leniently, and only warns)
         log.warning("Audit policy contains errors, falling back to lenient decoding: %s", configfile.strict_error(strict))
-    policy = parse(doc)
+    policy = parse(configfile.zeroed(doc, _SCHEMA))
     if not policy.rules:
         raise PolicyError(f'loaded illegal policy with 0 rules from file "{path}"')
     return policy
-
-
-def _unknown(doc: dict) -> list[str]:
-    """The paths of the fields a Policy holds that its type does not name (`rules[0].verb`)."""
-    out = [k for k in doc if k not in _POLICY_FIELDS]
-    rules = doc.get("rules")
-    for i, r in enumerate(rules if isinstance(rules, list) else []):
-        if not isinstance(r, dict):
-            continue
-        out += [f"rules[{i}].{k}" for k in r if k not in _RULE_FIELDS]
-        resources = r.get("resources")
-        for j, g in enumerate(resources if isinstance(resources, list) else []):
-            if isinstance(g, dict):
-                out += [f"rules[{i}].resources[{j}].{k}" for k in g if k not in _GROUP_RESOURCES_FIELDS]
-    return out
 
 
 def parse(doc: dict) -> Policy:

@@ -27,7 +27,7 @@ import orjson
 import yaml
 
 from ..machinery import errors, gojson
-from ..machinery.configfile import ALIAS_FLOOR, ALIAS_RATIO
+from ..machinery.configfile import ALIAS_FLOOR, ALIAS_RATIO, go_int
 
 #: deepest nesting of objects and arrays a body may have
 MAX_DEPTH = 100
@@ -43,6 +43,7 @@ _Loader.yaml_implicit_resolvers = {
     ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+_Loader.add_constructor("tag:yaml.org,2002:int", go_int)
 
 
 #: bodies at least this long are decoded and checked off the event loop: PyYAML builds a YAML

@@ -30,6 +30,19 @@ _Loader.yaml_implicit_resolvers = {
     for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
+
+def go_int(loader: Any, node: yaml.ScalarNode) -> Any:
+    """An integer scalar as go-yaml resolves it: one of more digits than Python's int() takes (4300)
+    is far past float64 too, so go-yaml keeps it the string it is (and the decoder refuses that
+    where a number belongs), where PyYAML raised ValueError."""
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        return loader.construct_scalar(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", go_int)
+
 #: the strict codec's prefix for its joined errors
 STRICT = "strict decoding error: "
 #: the values a document may hold, each alias expanded: this many per byte of it (and at least
@@ -176,3 +189,17 @@ def _unmarshal(value: Any, schema: Any, path: str) -> str:
     want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
             if isinstance(schema, list) else "bool" if schema is bool else "int32" if schema is int else "string")
     return f"json: cannot unmarshal {_json_type(value)} into Go struct field {path} of type {want}"
+
+
+def zeroed(value: Any, schema: Any) -> Any:
+    """`value` (whose types `mistyped` found right) with its nulls as Go decodes them: a null field
+    of the schema is left out, a null list item is its type's zero value ({}, [], "", 0, false)."""
+    if isinstance(schema, dict) and isinstance(value, dict):
+        return {k: zeroed(v, schema[k]) if k in schema else v for k, v in value.items() if v is not None or k not in schema}
+    if isinstance(schema, list) and isinstance(value, list):
+        return [_zero(schema[0]) if v is None else zeroed(v, schema[0]) for v in value]
+    return value
+
+
+def _zero(schema: Any) -> Any:
+    return {} if isinstance(schema, dict) else [] if isinstance(schema, list) else schema()

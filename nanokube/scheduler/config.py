@@ -127,6 +127,10 @@ def parse(doc: dict, strict: list[str] | None = None) -> SchedulerConfig:
     if version != API_VERSION or kind != KIND:
         raise ConfigError(f'no kind "{kind}" is registered for version "{version}"')
     _strict(doc, strict or [])
+    doc = configfile.zeroed(doc, _SCHEMA)
+    for pc in (pc for prof in doc.get("profiles") or () for pc in prof.get("pluginConfig") or ()):
+        if isinstance(pc.get("args"), dict) and pc.get("name") in _ARG_SCHEMAS:
+            pc["args"] = configfile.zeroed(pc["args"], _ARG_SCHEMAS[pc["name"]])
     cfg = _defaulted(doc)
     errors = _validate(cfg)
     profiles = []
@@ -586,7 +590,7 @@ def _profile(prof: dict, global_percentage) -> Profile:
     return Profile(
         scheduler_name=prof["schedulerName"], plugins=names,
         weights={n: weights.get(n) or multi_weights.get(n) or 1 for n in points["score"]},
-        args={pc["name"]: pc["args"] for pc in prof["pluginConfig"]},
+        args={pc.get("name", ""): pc["args"] for pc in prof["pluginConfig"]},
         percentage_of_nodes_to_score=percentage or 0, points=points)
 
 

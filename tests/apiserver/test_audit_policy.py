@@ -301,6 +301,11 @@ async def test_an_unhandled_exception_is_a_panic_event(cluster):
     ("apiVersion: audit.k8s.io/v1beta1\nkind: Policy\nrules: [{level: None}]\n",
      'no kind "Policy" is registered for version "audit.k8s.io/v1beta1"'),
     ("apiVersion: audit.k8s.io/v1\nkind: Policy\n", "loaded illegal policy with 0 rules"),
+    # (fuzz62: a value of another JSON type was a TypeError out of the validation, a traceback from `up`)
+    ("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  verbs: get\n",
+     "json: cannot unmarshal string into Go struct field Policy.rules[0].verbs of type []string"),
+    ("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  resources: [{group: [apps]}]\n",
+     "json: cannot unmarshal array into Go struct field Policy.rules[0].resources[0].group of type string"),
 ])
 def test_an_invalid_policy_stops_up_with_upstreams_errors(tmp_path, policy, error):
     (tmp_path / "policy.yaml").write_text(policy)
@@ -312,6 +317,16 @@ def test_an_invalid_policy_stops_up_with_upstreams_errors(tmp_path, policy, erro
                        timeout=60)
     assert r.returncode == 2 and f"nanokube: --audit-policy-file: {e.value}" in r.stderr
     assert not (tmp_path / "data" / "audit.log").exists()
+
+
+def test_nulls_in_a_policy_are_gos_zero_values(tmp_path):
+    """A null field is unset, a null list item its type's zero value (a resources entry of no group
+    and no resources: every resource of the core group); metadata is any ObjectMeta."""
+    (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nmetadata: {name: p, labels: {a: b}}\n"
+                                          "omitStages: null\nrules:\n- level: Request\n  verbs: null\n  resources: [null]\n")
+    policy = load(tmp_path / "policy.yaml")
+    assert policy.decide(None, "get", True, "", "pods", "", "default", "p").level == "Request"
+    assert policy.decide(None, "get", True, "apps", "deployments", "", "default", "d").level == "None"
 
 
 def test_a_json_policy_is_read_too(tmp_path):

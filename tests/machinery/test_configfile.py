@@ -53,3 +53,10 @@ def test_aliases_expand_within_a_bound_of_the_files_size():
             configfile.load(text)
     doc, _ = configfile.load("base: &b {k: [1, 2]}\n" + "".join(f"u{i}: *b\n" for i in range(100)))
     assert doc["u99"] == {"k": [1, 2]}
+
+
+def test_an_integer_past_what_int_takes_is_the_string_go_yaml_keeps():
+    """fuzz62: 5001 digits made PyYAML's int() raise ValueError (Python's 4300-digit limit), which no
+    loader expected; go-yaml's resolver keeps a number past float64 a string."""
+    doc, _ = configfile.load("a: 1" + "0" * 5000 + "\nb: 0x10\nc: -1_000\n")
+    assert doc == {"a": "1" + "0" * 5000, "b": 16, "c": -1000}

@@ -142,7 +142,7 @@ def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
     strict = configfile.duplicates(text) + [f'unknown field "{p}"' for p in unknown_fields(doc, schema)]
     if strict:
         raise ConfigError(configfile.strict_error(strict))
-    return doc
+    return configfile.zeroed(doc, schema)
 
 
 def aggregate(errs: list[FieldError]) -> str:

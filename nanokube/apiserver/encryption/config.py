@@ -146,7 +146,7 @@ def decode(data: bytes) -> dict:
     strict = configfile.duplicates(data) + [f'unknown field "{p}"' for p in unknown_fields(doc, _SCHEMA)]
     if strict:  # (its codec is strict: a repeated key or a misspelled provider is refused, not dropped)
         raise ConfigError(configfile.strict_error(strict))
-    return doc
+    return configfile.zeroed(doc, _SCHEMA)  # (`resources: [null]`: one resource named "")
 
 
 def aggregate(errs: list) -> str:

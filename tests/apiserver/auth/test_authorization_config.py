@@ -217,6 +217,7 @@ HEAD = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration
 
 @pytest.mark.parametrize("body, line", [
     ("authorizers: []\n", "authorizers: Required value: at least one authorization mode must be defined"),
+    ("authorizers: [null, {type: RBAC, name: rbac}]\n", "authorizers[0].type: Required value"),  # (Go's zero item: fuzz62)
     ("authorizers:\n- {type: RBAC, name: rbac}\n- {type: RBAC, name: rbac2}\n", 'authorizers[1].type: Duplicate value: "RBAC"'),
     ("authorizers:\n- {type: Magic, name: m}\n",
      'authorizers[0].type: Unsupported value: "Magic": supported values: "ABAC", "AlwaysAllow", "AlwaysDeny", "Node", '
