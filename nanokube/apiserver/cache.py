@@ -82,6 +82,9 @@ _DECODED_HISTORY = 1024
 # again after this many seconds, twice as long each time up to the second: upstream's reflector
 # backs off its failed relists so (800 ms to 30 s).
 _RELIST_BACKOFF = (0.8, 30.0)
+# A relist that the resource's own events overtook (applied past the list's revision while it was
+# read) is read again, at most this many times.
+_RELIST_TRIES = 5
 
 
 class CacheStats:
@@ -1304,10 +1307,19 @@ class WatchCache:
             self._retrying.discard(prefix)
 
     async def _relist_resource(self, prefix: str) -> None:
-        try:
-            kvs, rev = await self.store.list(prefix)
-        except Exception:  # (its values stay as they were: a later relist, or reload, tries again)
-            log.exception("relisting %s failed", prefix)
+        for _ in range(_RELIST_TRIES):
+            changed = self._changes.get(prefix, 0)
+            try:
+                kvs, rev = await self.store.list(prefix)
+            except Exception:  # (its values stay as they were: a later relist, or reload, tries again)
+                log.exception("relisting %s failed", prefix)
+                return
+            # an event of the resource the cache applied while the list was read, past the list's
+            # revision, is not in it: the list would put back what that event replaced
+            if rev >= self.rev or self._changes.get(prefix, 0) == changed:
+                break
+        else:
+            log.warning("relisting %s: its events kept outrunning %d lists; left as it was", prefix, _RELIST_TRIES)
             return
         held = self._by_prefix.get(prefix, {})
         if len(kvs) == len(held) and all((e := held.get(kv.key)) is not None and e.rev == kv.mod_revision

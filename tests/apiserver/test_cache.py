@@ -707,3 +707,30 @@ async def test_a_wait_times_out_on_the_cache_s_clock_and_one_met_leaves_no_timer
     await store.create(PREFIX + "ns/b", b'{"metadata":{"name":"b"}}')
     await again
     assert clock.next_due() is None
+
+
+async def test_a_resource_relisted_on_its_own_keeps_a_write_applied_while_its_list_was_read(env):
+    """WatchCache.relist (an encryption reload's): a write of the resource the cache applies while the
+    list is read is past the list's revision, so the list is read again rather than put back the value
+    that write replaced (a get would serve it as current until the key's next write)."""
+    store, cache = env
+    kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"v":"1"}}')
+    await cache.wait_for(kv.mod_revision)
+    lists, real = [], store.list
+
+    async def overtaken(prefix: str):
+        listed = await real(prefix)
+        lists.append(listed[1])
+        if len(lists) == 1:  # (a writer's update lands, and the cache applies it, before the list is answered)
+            done = await store.update(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"v":"2"}}', kv.mod_revision)
+            await cache.wait_for(done.mod_revision)
+        return listed
+
+    store.list = overtaken
+    cache.relist(PREFIX)
+
+    async def relisted():
+        return len(lists) == 2 and cache.get(PREFIX + "ns/a")
+    entry = await eventually(relisted)
+    assert lists[1] > lists[0]
+    assert (entry.rev, entry.obj["data"]) == (kv.mod_revision + 1, {"v": "2"})
