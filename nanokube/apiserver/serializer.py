@@ -383,7 +383,10 @@ def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
 def strict_order(raw: bytes, repeated: list[str], unknown: list[str]) -> list[str]:
     """A JSON body's strict errors as sigs.k8s.io/json's strict decoder meets them, in document
     order: a repeated key where it comes again, an unknown field where it first comes (the paths
-    of `duplicate_fields` and of the unknown fields), each once."""
+    of `duplicate_fields` and of the unknown fields), each once. With neither there is nothing to
+    order, and the body is not decoded again (every binding's, whose body has neither)."""
+    if not repeated and not unknown:
+        return []
     try:
         tree = json.loads(raw, object_pairs_hook=_Pairs)
     except (ValueError, RecursionError):

@@ -123,18 +123,18 @@ class Subresources:
         m = request.method
         if sub == "binding" and m == "POST":
             body, opts = await h._create_input(request)
-            body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
-            warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.core.v1.Binding", "Binding", version)
+            unknown = _checked(body, "io.k8s.api.core.v1.Binding", "Binding", version, opts)
+            warnings = await _strict_fields(h, request, opts, unknown, "Binding", version)
             return _warned(json_response(await self.bind(res, namespace, name, body, opts), 201), warnings)
         if sub == "eviction" and m == "POST":
             body, opts = await h._create_input(request)
-            body = _typed(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
-            warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
+            unknown = _checked(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version, opts)
+            warnings = await _strict_fields(h, request, opts, unknown, "Eviction", version)
             return _warned(json_response(await self.evict(namespace, name, body, opts), 201), warnings)
         if sub == "token" and m == "POST" and self.tokens is not None:
             body, opts = await h._create_input(request)  # (the options are judged, as any create's)
-            body = _typed(body, TOKEN_REQUEST, "TokenRequest", version)
-            warnings = await _strict_fields(h, request, body, opts, TOKEN_REQUEST, "TokenRequest", version)
+            unknown = _checked(body, TOKEN_REQUEST, "TokenRequest", version, opts)
+            warnings = await _strict_fields(h, request, opts, unknown, "TokenRequest", version)
             # (the Go struct keeps no unknown field: the answer, which echoes the spec, has none either)
             body = structural.prune(body, schema.definitions()[TOKEN_REQUEST])
             _same_namespace(body, namespace)
@@ -156,8 +156,8 @@ class Subresources:
             if m in ("PUT", "PATCH"):
                 if m == "PUT":
                     body, opts = await h._update_input(request)
-                    body = _typed(body, SCALE, "Scale", "v1")
-                    warnings = await _strict_fields(h, request, body, opts, SCALE, "Scale", "v1")
+                    unknown = _checked(body, SCALE, "Scale", "v1", opts)
+                    warnings = await _strict_fields(h, request, opts, unknown, "Scale", "v1")
                 else:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
@@ -604,14 +604,13 @@ SCALE = "io.k8s.api.autoscaling.v1.Scale"
 TOKEN_REQUEST = "io.k8s.api.authentication.v1.TokenRequest"
 
 
-async def _strict_fields(h: APIHandlers, request: web.Request, body: dict, opts: WriteOptions, definition: str,
+async def _strict_fields(h: APIHandlers, request: web.Request, opts: WriteOptions, unknown: list[str],
                          kind: str, version: str) -> list[str]:
-    """A decoded body's unknown and repeated fields per fieldValidation, as the create and update handlers'
-    strict decoder reports them together, in the order it meets them: Strict one 400, Warn a warning each
-    (returned, and recorded for an error later)."""
+    """A decoded body's unknown (`_checked`'s) and repeated fields per fieldValidation, as the create and
+    update handlers' strict decoder reports them together, in the order it meets them: Strict one 400,
+    Warn a warning each (returned, and recorded for an error later)."""
     if opts.field_validation == "Ignore":
         return []
-    _, unknown = structural.check(body, schema.definitions()[definition], True)
     await h._note_duplicates(request, opts)
     if opts.body:
         texts = serializer.strict_order(opts.body, [t[len('duplicate field "'):-1] for t in opts.duplicates], unknown)
@@ -644,11 +643,19 @@ async def _counted(chunks: AsyncIterable[bytes], gauge) -> AsyncIterable[bytes]:
 
 def _typed(body, definition: str, kind: str, version: str) -> dict:
     """A subresource's body decoded as its Go type: an object whose fields have their types."""
+    _checked(body, definition, kind, version)
+    return body
+
+
+def _checked(body, definition: str, kind: str, version: str, opts: WriteOptions | None = None) -> list[str]:
+    """`_typed`'s checks of a body, and its unknown field paths where `opts`' fieldValidation asks for
+    them (for `_strict_fields`), from the same walk of the body."""
     if type(body) is not dict:
         what = "array" if type(body) is list else "null" if body is None else type(body).__name__
         raise errors.bad_request(structural.decode_error_message(
             kind, version, f"json: cannot unmarshal {what} into Go value of type {definition.rsplit('.', 2)[-2]}.{kind}"))
-    errs = structural.definition_errors(body, definition)
+    strict = opts is not None and opts.field_validation != "Ignore"
+    errs, unknown = structural.check(body, schema.definitions()[definition], strict)
     if errs:
         raise errors.bad_request(structural.decode_error_message(kind, version, errs[0]))
-    return body
+    return unknown
