@@ -277,7 +277,8 @@ async def test_a_seed_whose_key_id_went_unconfirmed_for_3_minutes_stops_writing(
     """Upstream's kmsv2PluginWriteDEKSourceMaxTTL: a seed writes for 3 minutes past the start of the
     last Status that confirmed its key ID; past that, with the plugin away, every write is refused in
     ValidateEncryptCapability's words (asked again only 10 s after a failed poll) while reads go on;
-    once a Status answers again the same seed writes again."""
+    once a Status answers again the same seed writes again. A write a minute after the last poll waits
+    for the next, so a key the plugin rotated to meanwhile is written under at once."""
     clock = ManualClock()
     encryption = Encryption(write_config(tmp_path / "enc.yaml", kms(plugin)), clock=clock)
     async with served(tmp_path, store=encryption.wrap(MemoryStore()),
@@ -309,6 +310,12 @@ async def test_a_seed_whose_key_id_went_unconfirmed_for_3_minutes_stops_writing(
             await asyncio.sleep(0.05)
         assert code == 201
         assert plugin.calls["Encrypt"] == 1  # the key ID unchanged: the same seed, confirmed again
+        # a key the plugin rotated to while the server sat idle: the first write a minute on writes under it
+        plugin.rotate("key-2")
+        await clock.advance(60)
+        assert (await send(api, "POST", url, secret("s4")))[0] == 201
+        raw = encryption.store.inner._data["/registry/secrets/default/s4"].value
+        assert pb.EncryptedObject.FromString(raw[len(b"k8s:enc:kms:v2:vault:"):]).keyID == "key-2"
 
 
 async def test_storage_version_migration_rewrites_stale_values(tmp_path):

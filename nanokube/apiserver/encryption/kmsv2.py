@@ -8,17 +8,16 @@ new seed; a read asks the plugin to decrypt a seed it has not seen, then keeps i
 
 The plugin is called in worker threads, each call bounded by the provider's timeout (3 s unless
 the configuration says), so a slow or hung plugin holds the request that needs it and not the
-event loop: the key ID poll runs in the background while writes go on under the current seed
-(upstream's), only the first write waits for a seed; a health check's Status is awaited before
-it answers (`refresh`); the store asks for the seeds a get, a list or its watch needs before it
-reads (`unseen`, `learn`).
+event loop: a write waits for the key ID poll once a minute (`ready`); a health check's Status is
+awaited before it answers (`refresh`); the store asks for the seeds a get, a list or its watch
+needs before it reads (`unseen`, `learn`).
 
 A seed writes for 3 minutes past the start of the last Status that confirmed its key ID (a key ID
 poll or a health check; upstream's kmsv2PluginWriteDEKSourceMaxTTL), so a plugin whose key moved
 on while it cannot be asked does not leave values written under the old key for ever: past that
 every write fails, in upstream's words, until a Status succeeds again; reads of values under any
-seed go on. Upstream polls every minute in the background; nanokube asks on demand, so a write
-that finds its seed expired waits for a poll (one at a time, again 10 s after one failed)."""
+seed go on. Upstream polls every minute in the background; nanokube asks on demand, at the first
+write a minute after the last poll (10 s after a failed one)."""
 
 from __future__ import annotations
 
@@ -312,19 +311,18 @@ class Envelope:
         log.error("kms plugin failed health check probe: %s (name %s)", why, self.name)
 
     async def ready(self) -> None:
-        """Before a write: a due key ID poll started in a worker thread (one at a time), waited for
-        only while there is no seed to write with or the seed expired (not again within _RETRY_AFTER
-        of a failed one: the write fails at once, as upstream's)."""
+        """Before a write: the seed's key ID confirmed within the last STATUS_EVERY, as upstream's
+        background poll keeps it, so a key the plugin rotated to is written under by every write a
+        minute later (what upstream's 3 minutes promise a storage migration), however long the
+        server sat idle: a due poll runs in a worker thread (one at a time) and the write waits for
+        it. After a failed poll the plugin is asked again only _RETRY_AFTER later; meanwhile writes
+        go on under the seed until it expires (`to_storage`)."""
         now = self._clock.monotonic()
-        usable = self._state is not None and self._clock.now() <= self._expires
-        if usable and now - self._polled < STATUS_EVERY:
-            return
-        if not usable and self._state is not None and now - self._poll_failed < _RETRY_AFTER:
+        if now - self._polled < STATUS_EVERY or now - self._poll_failed < _RETRY_AFTER:
             return
         if self._polling is None or self._polling.done():
             self._polling = asyncio.ensure_future(asyncio.to_thread(self._poll))
-        if not usable:
-            await asyncio.shield(self._polling)
+        await asyncio.shield(self._polling)
 
     def _current(self) -> _State:
         """The seed that writes; before any, upstream's getCurrentState's answer (why the plugin
