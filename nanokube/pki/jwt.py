@@ -10,7 +10,7 @@ import hashlib
 
 import orjson
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
@@ -88,17 +88,22 @@ def load_key(path: str):
 
 def public_keys(pem: bytes) -> list:
     """Every key of a PEM file as kube-apiserver's --service-account-key-file reads one: public keys,
-    certificates' keys and private keys' public halves, RSA or ECDSA; ValueError where it holds none."""
+    certificates' keys and private keys' public halves, RSA or ECDSA; ValueError where it holds none.
+    A block that holds no such key (a CA bundle's other PEM, an encrypted key, a damaged one) is
+    passed over, as keyutil's ParsePublicKeysPEM tolerates non-key blocks."""
     keys = []
     for block in pem.split(b"-----BEGIN ")[1:]:
         kind = block.split(b"-----", 1)[0]
         text = b"-----BEGIN " + block.split(b"-----END ", 1)[0] + b"-----END " + kind + b"-----\n"
-        if kind == b"CERTIFICATE":
-            keys.append(x509.load_pem_x509_certificate(text).public_key())
-        elif kind.endswith(b"PRIVATE KEY"):
-            keys.append(serialization.load_pem_private_key(text, None).public_key())
-        elif kind.endswith(b"PUBLIC KEY"):
-            keys.append(serialization.load_pem_public_key(text))
+        try:
+            if kind == b"CERTIFICATE":
+                keys.append(x509.load_pem_x509_certificate(text).public_key())
+            elif kind.endswith(b"PRIVATE KEY"):
+                keys.append(serialization.load_pem_private_key(text, None).public_key())
+            elif kind.endswith(b"PUBLIC KEY"):
+                keys.append(serialization.load_pem_public_key(text))
+        except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: an encrypted key, no password)
+            continue
     keys = [k for k in keys if isinstance(k, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey))]
     if not keys:
         raise ValueError("data does not contain any valid RSA or ECDSA public keys")

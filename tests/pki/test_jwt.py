@@ -25,6 +25,20 @@ def test_a_key_file_holds_public_keys_certificates_and_private_keys():
         public_keys(b"no PEM here\n")
 
 
+def test_blocks_without_a_key_are_passed_over():
+    """keyutil tolerates non-key PEM blocks: an encrypted key, a damaged certificate and a CRL-like
+    block beside the key are skipped, not the file's error; a file of only those has no key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"pw"))
+    others = encrypted + b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n" \
+        + b"-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n"
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert [key_id(k) for k in public_keys(others + public)] == [key_id(key.public_key())]
+    with pytest.raises(ValueError, match="does not contain any valid RSA or ECDSA public keys"):
+        public_keys(others)
+
+
 @pytest.mark.parametrize("key, alg", [(rsa.generate_private_key(65537, 2048), "RS256"),
                                       (ec.generate_private_key(ec.SECP256R1()), "ES256"),
                                       (ec.generate_private_key(ec.SECP521R1()), "ES512")])
