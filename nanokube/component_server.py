@@ -135,12 +135,17 @@ class DelegatedAuth:
     async def _guarded(self, request: web.Request, handler) -> web.StreamResponse:
         user = await self.user(request)
         if user is None:
-            return error_response(_UNAUTHORIZED)
+            return self.refusal(None, None, "")
         a = attributes_for(request.method, request.path, request.query)
         allowed, reason = await self.decide(user, a)
         if not allowed:
-            return error_response(forbidden(user.name, a, reason))
+            return self.refusal(user, a, reason)
         return await handler(request)
+
+    def refusal(self, user: User | None, a: Attributes | None, reason: str) -> web.Response:
+        """The answer to a request with no user (401) or one the authorizer refused (403):
+        component-base's Status (the kubelet answers in its own words)."""
+        return error_response(_UNAUTHORIZED if user is None else forbidden(user.name, a, reason))
 
 
 def app(auth: DelegatedAuth, registry, configz: dict | None, healthz: Checks, livez: Checks | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .apiserver.auth.authorizer import Attributes, attributes_for
+from .apiserver.auth.authorizer import Attributes
 from .component_server import DelegatedAuth
 from .machinery.user import User, user_from_cert
 
@@ -40,16 +40,11 @@ class KubeletAuth(DelegatedAuth):
         tls = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
         return (user_from_cert(tls.getpeercert()) if tls is not None else None) or await super().user(request)
 
-    async def _guarded(self, request: web.Request, handler) -> web.StreamResponse:
-        user = await self.user(request)
+    def refusal(self, user: User | None, a: Attributes | None, reason: str) -> web.Response:
         if user is None:
             return web.Response(status=401, text="Unauthorized")
-        a = attributes_for(request.method, request.path, request.query)
-        allowed, _ = await self.decide(user, a)
-        if not allowed:
-            return web.Response(status=403, text=f"Forbidden (user={user.name}, verb={_VERBS.get(a.verb, a.verb)}, "
-                                                 f"resource=nodes, subresource={subresource(a.path)})")
-        return await handler(request)
+        return web.Response(status=403, text=f"Forbidden (user={user.name}, verb={_VERBS.get(a.verb, a.verb)}, "
+                                             f"resource=nodes, subresource={subresource(a.path)})")
 
     async def decide(self, user: User, a: Attributes) -> tuple[bool, str]:
         if self.always_allowed(a.path):
