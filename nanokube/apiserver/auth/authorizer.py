@@ -38,6 +38,8 @@ class Attributes(NamedTuple):
     #: the request's fieldSelector (a list's, watch's or deletecollection's), which the node authorizer
     #: requires on a node's lists
     field_selector: str = ""
+    #: the request's labelSelector (of the same verbs), which a webhook is told of
+    label_selector: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +99,12 @@ def attributes_for(method: str, path: str, query) -> Attributes:
     else:
         verb = _VERBS.get(method, "")  # OPTIONS and the like: no verb, which only "*" grants
     # (a deletecollection's selector is judged too: the Node authorizer's of ResourceSlices)
-    fields = query.get("fieldSelector", "") if verb in ("list", "watch", "deletecollection") else ""
+    fields = labels = ""
+    if verb in ("list", "watch", "deletecollection"):
+        fields, labels = query.get("fieldSelector", ""), query.get("labelSelector", "")
     if fields and not name and verb != "deletecollection":
         name = _selected_name(fields)
-    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name, fields)
+    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name, fields, labels)
 
 
 def _selected_name(field_selector: str) -> str:
@@ -155,7 +159,7 @@ def review_attributes(body: dict) -> Attributes:
     if ra is not None:
         return Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
                           ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""),
-                          _review_fields(ra.get("fieldSelector") or {}))
+                          _review_fields(ra.get("fieldSelector") or {}), _review_labels(ra.get("labelSelector") or {}))
     return Attributes((nra or {}).get("verb", ""), (nra or {}).get("path", ""))
 
 
@@ -172,6 +176,18 @@ def _review_fields(selector: dict) -> str:
         escaped = values[0].replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
         terms.append(f"{r.get('key', '')}{op}{escaped}")
     return ",".join(terms)
+
+
+def _review_labels(selector: dict) -> str:
+    """A review's labelSelector as a request's: its rawSelector, or its requirements written out."""
+    if selector.get("rawSelector"):
+        return selector["rawSelector"]
+    terms = []
+    for r in selector.get("requirements") or []:
+        key, op, values = r.get("key", ""), r.get("operator", ""), ",".join(r.get("values") or [])
+        terms.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                      "DoesNotExist": f"!{key}"}.get(op, ""))
+    return ",".join(t for t in terms if t)
 
 
 def access_review(d: Decision, body: dict) -> dict:

@@ -28,8 +28,10 @@ import orjson
 from ...cel import CELError, Program
 from ...client import kubeconfig
 from ...clock import REAL, Clock
+from ...machinery.errors import APIError
 from ...machinery.goduration import string as go_duration
 from ...machinery.hostport import join_host_port
+from ...machinery.selectors import field_requirements, parse_label_selector
 from ..webhook.client import status_message, x509_reason
 from .authorizer import Attributes
 
@@ -134,9 +136,45 @@ def review_spec(user_name: str, groups, a: Attributes, uid: str = "", extra: dic
         ra = {"namespace": a.namespace, "verb": a.verb, "group": a.group, "version": a.version,
               "resource": a.resource, "subresource": a.subresource, "name": a.name}
         spec["resourceAttributes"] = {k: v for k, v in ra.items() if v}
+        if fields := _field_requirements(a.field_selector):
+            spec["resourceAttributes"]["fieldSelector"] = {"requirements": fields}
+        if labels := _label_requirements(a.label_selector):
+            spec["resourceAttributes"]["labelSelector"] = {"requirements": labels}
     else:
         spec["nonResourceAttributes"] = {"path": a.path, "verb": a.verb}
     return spec
+
+
+def _field_requirements(selector: str) -> list[dict]:
+    """A request's fieldSelector as a SubjectAccessReview's requirements (AuthorizeWithSelectors): = as
+    In and != as NotIn of the one value; a selector that does not parse tells nothing."""
+    if not selector:
+        return []
+    try:
+        terms = field_requirements(selector)
+    except APIError:
+        return []
+    return [{"key": f, "operator": "In" if equal else "NotIn", "values": [v]} for f, equal, v in terms]
+
+
+#: label selector operators as a SubjectAccessReview names them (gt and lt it cannot: left out)
+_LABEL_OPS = {"=": "In", "in": "In", "!=": "NotIn", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}
+
+
+def _label_requirements(selector: str) -> list[dict]:
+    """A request's labelSelector as a SubjectAccessReview's requirements, by key, values sorted, as
+    upstream's; one that does not parse tells nothing."""
+    if not selector:
+        return []
+    try:
+        terms = parse_label_selector(selector)
+    except APIError:
+        return []
+    out = []
+    for key, op, values in sorted(terms, key=lambda t: t[0]):
+        if op in _LABEL_OPS:
+            out.append({"key": key, "operator": _LABEL_OPS[op], **({"values": sorted(values)} if values else {})})
+    return out
 
 
 class WebhookAuthorizer:

@@ -244,3 +244,35 @@ def test_up_stops_on_a_bad_file_with_upstreams_reason(tmp_path, capsys, body, li
     assert main(["up", "--data-dir", str(tmp_path / "d"), "--authorization-config", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nanokube: --authorization-config: ") and line in err, err
+
+
+async def test_the_webhook_is_told_a_lists_selectors(tmp_path):
+    """AuthorizeWithSelectors: a list's fieldSelector and labelSelector reach the webhook's review as
+    requirements (= and == as In, != as NotIn; label keys sorted, values sorted; gt/lt left out)."""
+    webhook = Webhook(tmp_path)
+    try:
+        async with served(tmp_path, config(webhook)) as (_, api):
+            await asyncio.to_thread(client.CoreV1Api(api).list_namespaced_pod, "team-a",
+                                    field_selector="status.phase!=Failed,spec.nodeName==gpu-0",
+                                    label_selector="tier in (web,api),app=x,!canary,size>3")
+            [review] = webhook.reviews
+            ra = review["spec"]["resourceAttributes"]
+            assert ra["fieldSelector"] == {"requirements": [
+                {"key": "spec.nodeName", "operator": "In", "values": ["gpu-0"]},
+                {"key": "status.phase", "operator": "NotIn", "values": ["Failed"]}]}
+            assert ra["labelSelector"] == {"requirements": [
+                {"key": "app", "operator": "In", "values": ["x"]}, {"key": "canary", "operator": "DoesNotExist"},
+                {"key": "tier", "operator": "In", "values": ["api", "web"]}]}
+            # an access review's selectors (raw, or requirements) are asked about as a request's
+            selectors = {"fieldSelector": {"rawSelector": "spec.nodeName=gpu-0"}, "labelSelector": {"requirements": [
+                {"key": "tier", "operator": "NotIn", "values": ["web"]}, {"key": "app", "operator": "Exists"}]}}
+            await asyncio.to_thread(client.AuthorizationV1Api(api).create_namespaced_local_subject_access_review, "team-a", {
+                "metadata": {"namespace": "team-a"}, "spec": {"user": "erin", "resourceAttributes": {
+                    "namespace": "team-a", "verb": "list", "resource": "pods", **selectors}}})
+            asked = [r["spec"]["resourceAttributes"] for r in webhook.reviews if r["spec"]["user"] == "erin"]
+            assert [(a["fieldSelector"], a["labelSelector"]) for a in asked] == [(
+                {"requirements": [{"key": "spec.nodeName", "operator": "In", "values": ["gpu-0"]}]},
+                {"requirements": [{"key": "app", "operator": "Exists"},
+                                  {"key": "tier", "operator": "NotIn", "values": ["web"]}]})]
+    finally:
+        webhook.close()
