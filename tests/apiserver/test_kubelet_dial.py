@@ -13,8 +13,6 @@ import argparse
 import asyncio
 import json
 import ssl
-import subprocess
-import sys
 
 from aiohttp import web
 from cryptography import x509
@@ -22,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver import kubelet_options
+from nanokube.cli import main
 from nanokube.pki.ca import KeyPair, issue, new_ca
 from tests.served import sent, served
 
@@ -209,7 +208,8 @@ async def test_a_rewritten_client_certificate_is_presented_and_the_old_connectio
             await runner.cleanup()
 
 
-def test_flags_are_refused_as_kube_apiserver_refuses_them(tmp_path):
+def test_flags_are_refused_as_kube_apiserver_refuses_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "garbage.pem").write_text("not PEM\n")
     pair = issue(new_ca(), "x", client=True)
     (tmp_path / "x.crt").write_bytes(pair.cert_pem)
@@ -229,9 +229,8 @@ def test_flags_are_refused_as_kube_apiserver_refuses_them(tmp_path):
              "--kubelet-client-certificate: tls: failed to find any PEM data in key input"),
             (["--kubelet-client-certificate", "x.crt", "--kubelet-client-key", "other.key"],
              "--kubelet-client-certificate: tls: private key does not match public key")):
-        got = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path / "never"), *argv],
-                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
-        assert (got.returncode, got.stderr.splitlines()) == (2, [f"nanokube: {line}"]), argv
+        assert main(["up", "--data-dir", str(tmp_path / "never"), *argv]) == 2, argv
+        assert capsys.readouterr().err.splitlines() == [f"nanokube: {line}"], argv
     assert not (tmp_path / "never").exists()
 
 
