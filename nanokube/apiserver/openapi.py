@@ -68,11 +68,18 @@ _KEEP = ("description", "format", "required", "default")
 
 
 def convert(node: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """One JSON Schema node in OpenAPI form, refs pointing under `prefix`."""
+    """One JSON Schema node in OpenAPI form, refs pointing under `prefix`. In v3, where a `$ref`'s
+    siblings are ignored, a reference with a description or default of its own is wrapped in
+    `allOf` as upstream's v3 documents do (kubectl explain prints the field's description, then
+    the referenced type's); v2 keeps them beside the `$ref`."""
     out: dict[str, Any] = {}
     ref = node.get("$ref")
     if ref:
-        out["$ref"] = prefix + ref[len(schema.REF_PREFIX):]
+        target = prefix + ref[len(schema.REF_PREFIX):]
+        if prefix == V3_PREFIX and any(k in node for k in _KEEP):
+            out["allOf"] = [{"$ref": target}]
+        else:
+            out["$ref"] = target
     t = node.get("type")
     if t is not None:
         out["type"] = t if isinstance(t, str) else next(x for x in t if x != "null")

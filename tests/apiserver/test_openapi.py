@@ -130,7 +130,13 @@ def test_v3_doc_schemas_and_paths():
     schemas = doc["components"]["schemas"]
     pg = schemas["io.k8s.api.scheduling.v1beta1.PodGroup"]
     assert pg[GVK] == [{"group": "scheduling.k8s.io", "kind": "PodGroup", "version": "v1beta1"}]
-    assert pg["properties"]["spec"]["$ref"] == "#/components/schemas/io.k8s.api.scheduling.v1beta1.PodGroupSpec"
+    # a described reference in allOf, as upstream's v3 (a `$ref`'s siblings are ignored there): kubectl
+    # explain podgroup.spec prints the field's description, then PodGroupSpec's
+    spec = pg["properties"]["spec"]
+    assert spec["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.scheduling.v1beta1.PodGroupSpec"}]
+    assert spec["description"] and "$ref" not in spec
+    spec_v2 = openapi.definition_openapi("io.k8s.api.scheduling.v1beta1.PodGroup", openapi.V2_PREFIX, False)
+    assert spec_v2["properties"]["spec"]["$ref"] == "#/definitions/io.k8s.api.scheduling.v1beta1.PodGroupSpec"
     assert "io.k8s.api.core.v1.Pod" not in schemas
     patch = doc["paths"]["/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}"]["patch"]
     assert {"name": "fieldValidation", "in": "query"}.items() <= patch["parameters"][2].items()
@@ -234,6 +240,9 @@ async def test_kubectl_explain_nested_field_and_recursive(kubectl):
     rc, out = await kubectl("explain", "deployment.spec.strategy.rollingUpdate.maxSurge")
     assert rc == 0, out
     assert "FIELD: maxSurge <IntOrString>" in out
+    # the field's own description, then its type's (allOf): it printed IntOrString's alone
+    assert "DESCRIPTION:\n    The maximum number of pods that can be scheduled above the desired number of\n" in out
+    assert "IntOrString is a type that can hold an int32 or a string." in out
     rc, out = await kubectl("explain", "pods.spec.containers", "--recursive")
     assert rc == 0, out
     assert "resources\t<ResourceRequirements>" in out
