@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 import sys
+from functools import partial
 
 from . import component_cli, component_server, zpages
 from .apiserver.healthz import PING
@@ -53,7 +54,7 @@ def add_parser(sub) -> None:
                    help="serverTLSBootstrap: ask as the node for a serving certificate (signer kubernetes.io/kubelet-"
                         "serving, the node's addresses its names), which an admin approves (`kubectl certificate "
                         "approve`: kube-controller-manager does not); the port serves it once issued (its handshakes "
-                        "fail until then; --tls-cert-file is not read) and it is renewed before it expires")
+                        "fail with an internal_error alert until then; --tls-cert-file is not read) and it is renewed before it expires")
     p.add_argument("--node-name", default="", metavar="NAME", help="the node's name (default: the host's name)")
     p.add_argument("--hostname-override", default="", metavar="NAME",
                    help="the Hostname address the node reports, where the API server reaches its kubelet's port "
@@ -139,7 +140,8 @@ async def _run(args: argparse.Namespace, cluster) -> int:
                                                                   os.path.join(args.cert_dir, bootstrap.CURRENT))))
         if serving is not None:
             rotations.append(asyncio.create_task(bootstrap.rotate_serving(client, name, agent.addresses, args.cert_dir,
-                                                                          serving.load_cert_chain)))
+                                                                          partial(component_server.serve_certificate,
+                                                                                  serving))))
         log.info("node %s is running", name)
         await stop.wait()
     finally:

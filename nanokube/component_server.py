@@ -222,8 +222,9 @@ def _self_signed(directory: str) -> tuple[str, str]:
 def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"", self_signed: bool = True) -> ssl.SSLContext:
     """The serving certificate's context; with `client_ca`, a client certificate it signed is
     asked for and verified (--client-ca-file), a request without one left to other credentials.
-    Not `self_signed`: without a certificate file it serves none until one is loaded into it (its
-    handshakes fail until then)."""
+    Not `self_signed`: without a certificate file it serves none until `serve_certificate` loads
+    one; until then a handshake is refused with an internal_error alert, as a Go server whose
+    GetCertificate has nothing to give answers (the kubelet before its serving certificate is issued)."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     if client_ca:
         ctx.load_verify_locations(cadata=client_ca.decode())
@@ -232,10 +233,38 @@ def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"", self_sign
         ctx.load_cert_chain(cert_file, key_file)
         return ctx
     if not self_signed:
+        ctx.sslobject_class, ctx.sni_callback = _Refusing, _no_certificate_yet
         return ctx
     with tempfile.TemporaryDirectory() as d:
         ctx.load_cert_chain(*_self_signed(d))
     return ctx
+
+
+class _Refusing(ssl.SSLObject):
+    """A server connection whose handshake may be refused with an alert (`refused`). asyncio aborts
+    a failed handshake before sending what OpenSSL wrote, the alert included: the failure reads here
+    as a wait for the peer, so that asyncio sends the alert first; the peer reading it hangs up."""
+
+    refused = False
+
+    def do_handshake(self) -> None:
+        try:
+            super().do_handshake()
+        except ssl.SSLError:
+            if not self.refused:
+                raise
+            raise ssl.SSLWantReadError() from None
+
+
+def _no_certificate_yet(conn: _Refusing, *_) -> int:
+    conn.refused = True
+    return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
+
+
+def serve_certificate(ctx: ssl.SSLContext, pem_path: str) -> None:
+    """Serve the certificate (and key) at `pem_path` on `ctx` from the next handshake on."""
+    ctx.load_cert_chain(pem_path)
+    ctx.sni_callback = None
 
 
 async def serve(args, application: web.Application, name: str, client_ca: bytes = b"",

@@ -163,7 +163,7 @@ class KubeletConnection:
         except ssl.SSLError as e:
             raise DialError(_tls_error(e)) from None
         except ConnectionResetError as e:
-            if e.errno is None:  # the kubelet hung up in the handshake (one with no serving certificate yet)
+            if e.errno is None:  # the kubelet hung up in the handshake
                 raise DialError("EOF") from None
             raise DialError(f"dial tcp {self.host}: connect: {os.strerror(e.errno).lower()}") from None
         except (OSError, TimeoutError) as e:
