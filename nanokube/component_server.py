@@ -10,6 +10,7 @@ system:masters group always may)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -17,8 +18,11 @@ import ssl
 import tempfile
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 
 from aiohttp import ClientError, web
+from aiohttp.http_exceptions import LineTooLong
+from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
@@ -88,6 +92,9 @@ class DelegatedAuth:
         token = bearer_token(request.headers.get("Authorization", ""))
         if token is None:
             return _ANONYMOUS
+        # a byte that is not UTF-8 (aiohttp keeps it as a lone surrogate, which no encoder writes) is
+        # U+FFFD, as Go's JSON encoder writes it into the review
+        token = token.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
         try:
             got = await self.client.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", review)
@@ -219,6 +226,43 @@ def _self_signed(directory: str) -> tuple[str, str]:
     return cert, key
 
 
+#: the request line and header size limit (Go's http.DefaultMaxHeaderBytes, which the components keep)
+MAX_HEADER_BYTES = 1 << 20
+
+
+class _Quiet(RequestHandler):
+    """A connection whose requests the parser refuses (a line past MAX_HEADER_BYTES, a URL or method
+    that does not parse: the client's doing) are answered as Go's net/http answers them, `400 Bad
+    Request` or `431 Request Header Fields Too Large` in plain text, and logged at V(4), where
+    aiohttp logs an ERROR with a traceback (any client could fill the log with them)."""
+
+    def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if status >= 500:
+            return super().handle_error(request, status, exc, message)
+        log.debug("bad request from %s: %s", request.remote, exc)
+        if request.writer.output_size > 0:
+            raise ConnectionError("a response was sent already")
+        if isinstance(exc, LineTooLong):
+            status = 431
+        resp = web.Response(status=status, text=f"{status} {HTTPStatus(status).phrase}", charset="utf-8")
+        resp.force_close()
+        return resp
+
+
+class _QuietServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _Quiet(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return _QuietServer(server.request_handler, request_factory=server.request_factory,
+                            handler_cancellation=server.handler_cancellation, loop=asyncio.get_running_loop(),
+                            **server._kwargs)
+
+
 def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"", self_signed: bool = True) -> ssl.SSLContext:
     """The serving certificate's context; with `client_ca`, a client certificate it signed is
     asked for and verified (--client-ca-file), a request without one left to other credentials.
@@ -273,7 +317,7 @@ async def serve(args, application: web.Application, name: str, client_ca: bytes 
     serves nothing, as upstream."""
     if args.secure_port == 0:
         return None
-    runner = web.AppRunner(application, access_log=None)
+    runner = _Runner(application, access_log=None, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
     await runner.setup()
     site = web.TCPSite(runner, args.bind_address, args.secure_port,
                        ssl_context=tls or tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))

@@ -134,3 +134,54 @@ async def test_every_metrics_endpoint_names_the_escaping_scheme_the_scrape_asks_
             assert plain.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
             utf8 = await http.get(path, headers={"Accept": prometheus3})
             assert utf8.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"
+
+
+async def test_the_secure_port_answers_what_its_parser_or_a_token_refuses_as_gos_server_does(caplog):
+    """fuzz62 (a joined kubelet's port): a bearer token with a byte that is not UTF-8 was a 500 (the
+    TokenReview could not be encoded) and every request the parser refused was an ERROR with a
+    traceback. The token is reviewed with U+FFFD for the byte, as Go encodes it; the parser's refusals
+    are Go's plain `400 Bad Request`, or 431 for a line past MaxHeaderBytes (1 MiB, so a request line
+    of 9,000 bytes is taken, where aiohttp's own limit is 8,190), logged at V(4)."""
+    import argparse
+    import asyncio
+    import socket
+    import ssl
+
+    class Reviews:
+        def __init__(self):
+            self.tokens = []
+
+        async def request(self, method, path, body=None, **kw):
+            self.tokens.append(body["spec"]["token"])
+            return {"status": {"authenticated": False}}
+
+    api = Reviews()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = argparse.Namespace(secure_port=port, bind_address="127.0.0.1", tls_cert_file="", tls_private_key_file="")
+    app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list)
+    runner = await component_server.serve(args, app, "test")
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+
+    async def ask(head: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=insecure)
+        writer.write(head + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = await reader.read()
+        writer.close()
+        return answer
+
+    try:
+        with caplog.at_level("DEBUG"):
+            answer = await ask(b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer a\xe9b")
+            assert answer.startswith(b"HTTP/1.1 401 ") and api.tokens == ["a\ufffdb"]
+            assert (await ask(b"GET /healthz?" + b"x" * 9000 + b" HTTP/1.1")).startswith(b"HTTP/1.1 200 ")
+            answer = await ask(b"GET /healthz?" + b"x" * (1 << 20) + b" HTTP/1.1")
+            # (HTTP/1.0, as Go's server writes its refusals too)
+            assert answer.startswith(b"HTTP/1.0 431 ") and answer.endswith(b"\r\n\r\n431 Request Header Fields Too Large")
+            answer = await ask(b"GET /he\x01lthz HTTP/1.1")
+            assert answer.startswith(b"HTTP/1.0 400 ") and answer.endswith(b"\r\n\r\n400 Bad Request")
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    finally:
+        await runner.cleanup()
