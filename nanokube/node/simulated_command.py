@@ -110,7 +110,7 @@ from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import (BUILTINS, DEFAULT_IFS, SHELL_ONLY, SHELLS, TERMINAL as _TERMINAL, Exit as _Exit,
                                  Jump as _Jump, Open, Replaced, Return, split_fields)
-from .simulated_fs import NOT_FOUND, ContainerFS, File, FsError, NoSpace
+from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError, NoSpace
 from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, expansions, literal, parse)
 
@@ -1680,6 +1680,8 @@ class _Run:
             self.status = system.APPLETS[name](self, self._files(), name, args)
         elif name == "timeout" and len(args) >= 2:
             self.status = self._timeout(args)
+        elif name == "chroot" and len(args) >= 2 and not args[0].startswith("-"):
+            self.status = self._chroot(args[0], args[1:])
         elif name in (".", "source") and in_shell and args:
             self._source(args[0], args[1:])
         elif name in SHELLS and self._lacks(name):
@@ -1842,6 +1844,33 @@ class _Run:
         if isinstance(self.fs, ContainerFS) and self.fs.journal:
             self.fs.journal[marks[2]:] = [c for c in self.fs.journal[marks[2]:] if c[0] < self.started + deadline]
         return 124 if gnu and signal != 9 else 128 + signal
+
+    def _chroot(self, new_root: str, argv: list[str]) -> int:
+        """`chroot NEWROOT COMMAND [ARG...]` (busybox's, or coreutils' in ubuntu's and debian's
+        images): COMMAND run with its root at NEWROOT, as `kubectl debug node/N -- chroot /host
+        cat /etc/os-release` is used. NEWROOT not a directory is chroot's error (busybox's 1,
+        GNU's 125), a COMMAND not there its 127. chroot without COMMAND (an interactive shell in
+        NEWROOT) is not simulated."""
+        fs = self._files()
+        gnu = net.repository(self._image() or "") in ("ubuntu", "debian")
+        node = fs.lookup(new_root)
+        if not isinstance(node, Dir):
+            why = "No such file or directory" if node is None else "Not a directory"
+            self.err(f"chroot: cannot change root directory to '{new_root}': {why}\n" if gnu else
+                     f"chroot: can't change root directory to '{new_root}': {why}\n")
+            return 125 if gnu else 1
+        outer, self.fs = self.fs, fs.chrooted(new_root)
+        try:
+            self.command(argv, in_shell=False)
+        except _Unknown as e:
+            if not self.not_found and not isinstance(e, _NotFound):
+                raise
+            self.err(f"chroot: failed to run command '{argv[0]}': No such file or directory\n" if gnu else
+                     f"chroot: can't execute '{argv[0]}': No such file or directory\n")
+            return 127
+        finally:
+            self.fs = outer
+        return self.status
 
     def _image(self) -> str | None:
         """The container's image, as its pod's spec names it."""

@@ -41,7 +41,7 @@ import os
 import posixpath
 import shutil
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..clock import parse_time
 from ..metrics.usage import simulated_usage
@@ -285,12 +285,18 @@ class ContainerFS:
         #: the changes made, where they are kept to be done again (`PodFiles.draft`): (when, change,
         #: its arguments)
         self.journal: list[tuple[float, str, tuple, dict]] | None = None
+        #: where this view's root is in the container's (`chrooted`): its changes are kept at that path
+        self.within = "/"
 
     def _done(self, change: str, path: str, *args, **kwargs) -> None:
         """Keep `change` to `path` to be made again, on a view whose working directory is not this
         one's (the container's own, where a script made it after a `cd`): its path absolute."""
         if self.journal is not None:
-            self.journal.append((self.now, change, (self.normal(path), *args), kwargs))
+            self.journal.append((self.now, change, (self._outer(path), *args), kwargs))
+
+    def _outer(self, path: str) -> str:
+        """`path` as the container's own view names it (the same but in a `chrooted` view)."""
+        return posixpath.normpath(posixpath.join(self.within, self.normal(path).lstrip("/")))
 
     def replay(self, journal) -> None:
         """Make changes a draft of this container made; one the files no longer allow is skipped."""
@@ -310,6 +316,27 @@ class ContainerFS:
             if path == m.path or path.startswith(m.path.rstrip("/") + "/"):
                 return m, [p for p in path[len(m.path):].split("/") if p]
         return None, [p for p in path.split("/") if p]
+
+    def chrooted(self, path: str) -> ContainerFS | None:
+        """What a process sees after chroot(2) to `path` and chdir("/") (`chroot /host`, as a
+        `kubectl debug node/N` pod is used): its root that directory, the mounts below it seen from
+        there; None where `path` is no directory. Its changes are kept (on a draft) as the
+        container sees their paths, to be made on its own view."""
+        path = self.normal(path)
+        node = self.lookup(path)
+        if not isinstance(node, Dir):
+            return None
+        mount, parts = self._mount(path)
+        below = path.rstrip("/") + "/"
+        mounts = [replace(m, path=posixpath.normpath("/" + m.path[len(below):])) for m in self.mounts
+                  if m.path.startswith(below)]
+        if mount is not None:
+            mounts.append(replace(mount, path="/", host=os.path.join(mount.host, *parts)) if mount.host is not None
+                          else replace(mount, path="/", tree=node))
+        view = ContainerFS(node if mount is None else Dir(), sorted(mounts, key=lambda m: len(m.path), reverse=True),
+                           self.now)
+        view.pod, view.container, view.journal, view.within = self.pod, self.container, self.journal, self._outer(path)
+        return view
 
     def lookup(self, path: str) -> File | Dir | None:
         mount, parts = self._mount(self.normal(path))

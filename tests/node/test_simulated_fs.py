@@ -479,3 +479,30 @@ def test_what_a_user_makes_in_an_fsgroup_empty_dir_is_its_own_and_the_groups(tmp
     assert run(fs, "sh", "-c", script) == (0, b"/d 2777 0 2000\n/d/sub 2755 1000 2000\n/d/sub/f 644 1000 2000\n"
                                               b"/m 3777 0 2000\n/m/f 644 1000 2000\n/tmp/f 644 1000 3000\n", "")
     assert run(fs, "ls", "-ln", "/d")[1].startswith(b"total 4\ndrwxr-sr-x    2 1000     2000          4096 ")
+
+
+def test_chroot_into_the_nodes_root_runs_a_command_there(tmp_path):
+    """`kubectl debug node/N -- chroot /host cat /etc/os-release`: the debugging pod mounts the
+    node's / at /host (hostPath); chroot runs the command with its root there (relative paths from
+    that root), what it writes lands on the node, on a draft only once its changes are made (at
+    the paths the container sees); a NEWROOT that is not a directory is busybox chroot's error."""
+    node = tmp_path / "rootfs"
+    (node / "etc").mkdir(parents=True)
+    (node / "tmp").mkdir()
+    (node / "etc" / "os-release").write_text('PRETTY_NAME="node"\n')
+    os.symlink(node, tmp_path / "host")
+    pod = {"metadata": {"name": "node-debugger"}, "spec": {
+        "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+        "containers": [{"name": "debugger", "volumeMounts": [{"name": "host", "mountPath": "/host"}]}]}}
+    files = PodFiles(pod, lambda name: str(tmp_path / name), _Clock())
+    assert run(files.container("debugger"), "chroot", "/host", "cat", "/etc/os-release") == (
+        0, b'PRETTY_NAME="node"\n', "")
+    assert run(files.container("debugger"), "sh", "-c", "chroot /host/etc cat os-release; chroot /host sh -c "
+               "'ls /; echo hi > /tmp/note'; cat /host/tmp/note") == (0, b'PRETTY_NAME="node"\netc\ntmp\nhi\n', "")
+    assert (node / "tmp" / "note").read_text() == "hi\n"
+    program = interpret(["chroot", "/host", "sh", "-c", "echo later > /tmp/draft"], T0, files.draft("debugger"))
+    assert program.exit_code == 0 and not (node / "tmp" / "draft").exists()
+    files.container("debugger").replay(program.changes)
+    assert (node / "tmp" / "draft").read_text() == "later\n"
+    assert run(files.container("debugger"), "chroot", "/nowhere", "ls") == (
+        1, b"", "chroot: can't change root directory to '/nowhere': No such file or directory\n")
