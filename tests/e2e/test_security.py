@@ -327,6 +327,24 @@ def test_a_subject_access_review_asks_the_node_authorizer_with_its_field_selecto
     assert review(requirements=[{"key": "spec.nodeName", "operator": "In", "values": ["gpu-0", "gpu-1"]}])["allowed"] is False
 
 
+def test_a_node_identity_naming_no_node_is_refused_by_both(cluster):
+    """`system:node:` in system:nodes names no node: the Node authorizer refuses it with why, and
+    NodeRestriction any write an admin's binding lets through."""
+    who = ["--as=system:node:", "--as-group=system:nodes"]
+    r = cluster.kubectl(*who, "get", "pods", check=False)
+    assert r.returncode != 0 and 'unknown node for user "system:node:"' in r.stderr, r.stderr
+    cluster.kubectl("create", "clusterrole", "nameless-writer", "--verb=create", "--resource=configmaps")
+    cluster.kubectl("create", "clusterrolebinding", "nameless-writer", "--clusterrole=nameless-writer",
+                    "--user=system:node:")
+    try:
+        r = wait_for(lambda: "could not determine" in (r := cluster.kubectl(*who, "create", "configmap", "nameless",
+                                                                             check=False)).stderr and r,
+                     what="the binding applied")
+        assert 'configmaps "nameless" is forbidden: could not determine node from user "system:node:"' in r.stderr
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding/nameless-writer", "clusterrole/nameless-writer")
+
+
 def test_an_admins_binding_grants_a_node_what_the_node_authorizer_refused(cluster, gpu0):
     """The default system:node binding names nobody (the Node authorizer grants a node the role's
     rules itself), and the Node authorizer's refusal of a Secret no pod of the node uses is no

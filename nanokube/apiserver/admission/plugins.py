@@ -12,8 +12,8 @@ from ...registry.base import Resource
 from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
-from ..auth.restriction import (attest, certificate_signers, node_deletion, node_eviction, node_pod_certificate_signer,
-                                node_restriction, pod_certificate_signer)
+from ..auth.restriction import (attest, certificate_signers, node_deletion, node_pod_certificate_signer,
+                                node_restriction, node_subresource, pod_certificate_signer)
 from .lookup import Listing
 
 #: NamespaceLifecycle refuses to delete these
@@ -83,8 +83,7 @@ class BuiltinPlugins:
     def mutate_subresource(self, res: Resource, subresource: str, namespace: str, name: str, opts) -> None:
         """The in-tree mutating plugins on a create through a subresource that takes an object of its
         own: NodeRestriction lets a node evict only its own pods."""
-        if res.group == "" and res.plural == "pods" and subresource == "eviction":
-            node_eviction(self._lookup, namespace, name, opts.user)
+        node_subresource(self._lookup, res.group, res.plural, subresource, namespace, name, opts.user)
 
     def validate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         """The in-tree validating plugins, on the final object."""

@@ -40,6 +40,12 @@ def node_of(user_name: str, groups: Iterable[str]) -> str:
     return ""
 
 
+def unknown_node(user_name: str, groups: Iterable[str]) -> bool:
+    """A node identity that names no node (`system:node:` in system:nodes): the Node authorizer
+    and NodeRestriction refuse it everything, as upstream's."""
+    return user_name == NODE_PREFIX and NODES_GROUP in groups
+
+
 #: where a pod names objects of each kind: (volume source, name field), projected source, env refs
 _VOLUME_REFS = {"secrets": ("secret", "secretName"), "configmaps": ("configMap", "name"),
                 "persistentvolumeclaims": ("persistentVolumeClaim", "claimName")}
@@ -95,7 +101,9 @@ class NodeAuthorizer:
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision | None:
         node = node_of(user_name, groups)
         if not node:
-            return None
+            # (the name compared first: every request of any other user passes here)
+            return Decision(False, f'unknown node for user "{user_name}"') if user_name == NODE_PREFIX \
+                and unknown_node(user_name, groups) else None
         if a.resource_request and (rule := _RULES.get((a.group, a.resource))) is not None:
             return rule(self, node, a)
         return _ALLOWED if any(rule_allows(r, a) for r in NODE_RULES) else None

@@ -2,7 +2,9 @@
 writes only its own Node, and of it neither its taints nor the labels kept from
 kubelets; its own Lease, CSINode and ResourceSlices; mirror pods bound to it and
 referencing nothing; the status of its pods, evictions of them; of its pods'
-claims only the resize status; pod certificates only for its own running pods),
+claims only the resize status; service account tokens bound to its pods, for the
+audiences they use; kubelet certificates of its own name; pod certificates only
+for its own running pods, from the signers their volumes name),
 ClusterTrustBundleAttest (a bundle linked to a signer needs `attest` on that
 signer), CertificateApproval and CertificateSigning (`approve` and `sign` on a
 CertificateSigningRequest's signer)."""
@@ -14,7 +16,7 @@ import json
 from ...machinery import errors
 from ...machinery.validation import forbidden
 from .authorizer import Attributes, decide
-from .node import LEASE_NAMESPACE, NODE_PREFIX, node_of, referenced
+from .node import LEASE_NAMESPACE, NODE_PREFIX, node_of, referenced, unknown_node
 
 MIRROR = "kubernetes.io/config.mirror"
 CERTS = "certificates.k8s.io"
@@ -26,14 +28,23 @@ def _forbidden(group: str, plural: str, obj: dict, why: str) -> errors.APIError:
     return errors.forbidden(group, plural, (obj.get("metadata") or {}).get("name", ""), why)
 
 
+def _restricted(user, group: str, plural: str, name: str) -> str:
+    """The node `user` speaks for ("" for a user that is not a node); Forbidden for a node identity
+    that names none, whatever it writes, as upstream's Admit refuses it first."""
+    node = node_of(user.name, user.groups)
+    if not node and unknown_node(user.name, user.groups):
+        raise errors.forbidden(group, plural, name, f'could not determine node from user "{user.name}"')
+    return node
+
+
 def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: dict | None, user,
                      subresource: str = "") -> None:
     """Raise Forbidden when a node identity writes what is not its own.
     `lookup(group, plural, namespace, name)` reads the watch cache."""
-    node = node_of(user.name, user.groups)
+    md = obj.get("metadata") or {}
+    node = _restricted(user, group, plural, md.get("name", ""))
     if not node:
         return
-    md = obj.get("metadata") or {}
     if group == "" and plural == "nodes":
         _node(node, op, obj, old)
     if group == "coordination.k8s.io" and plural == "leases":
@@ -75,10 +86,10 @@ def _node_csr(node: str, csr: dict) -> None:
 def node_deletion(lookup, group: str, plural: str, obj: dict, user) -> None:
     """NodeRestriction on a DELETE of `obj` (each of a deletecollection's too): a node deletes only
     its own pods (mirror pods), CSINode, Lease and ResourceSlices."""
-    node = node_of(user.name, user.groups)
+    md = obj.get("metadata") or {}
+    node = _restricted(user, group, plural, md.get("name", ""))
     if not node:
         return
-    md = obj.get("metadata") or {}
     if group == "" and plural == "pods" and (obj.get("spec") or {}).get("nodeName") != node:
         raise _forbidden(group, plural, obj, f'node "{node}" can only delete pods with spec.nodeName set to itself')
     if group == STORAGE and plural == "csinodes":
@@ -89,10 +100,11 @@ def node_deletion(lookup, group: str, plural: str, obj: dict, user) -> None:
         raise _forbidden(group, plural, obj, "can only delete ResourceSlice with the same NodeName as the requesting node")
 
 
-def node_eviction(lookup, namespace: str, name: str, user) -> None:
-    """admitPodEviction: a node evicts only pods bound to it."""
-    node = node_of(user.name, user.groups)
-    if not node:
+def node_subresource(lookup, group: str, plural: str, subresource: str, namespace: str, name: str, user) -> None:
+    """NodeRestriction on a create through a subresource that takes an object of its own (an eviction,
+    a binding): admitPodEviction lets a node evict only pods bound to it."""
+    node = _restricted(user, group, plural, name)
+    if not node or (group, plural, subresource) != ("", "pods", "eviction"):
         return
     pod = lookup("", "pods", namespace, name)
     if pod is None:
@@ -106,7 +118,7 @@ async def node_token_request(authorizer, lookup, namespace: str, name: str, requ
     to the node, so a node mints tokens only for what runs on it; and (ServiceAccountNodeAudienceRestriction,
     on by default since 1.33) for at most one audience, one the pod's volumes use unless the node may
     `request-serviceaccounts-token-audience` on it."""
-    node = node_of(user.name, user.groups)
+    node = _restricted(user, "", "serviceaccounts", name)
     if not node:
         return
     ref = (request.get("spec") or {}).get("boundObjectRef") or {}
