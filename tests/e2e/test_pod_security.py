@@ -132,6 +132,9 @@ def test_a_bad_configuration_stops_up(tmp_path):
     # a file whose aliases expand a billionfold is refused as go-yaml refuses it, not walked
     (CONFIG + "".join(f"x{i}: &x{i} [{','.join([f'*x{i - 1}' if i else '0'] * 9)}]\n" for i in range(10)), POD_SECURITY,
      "admission.yaml\": error converting YAML to JSON: yaml: document contains excessive aliasing"),
+    # (fuzz62: an apiVersion that is a list was a TypeError, a traceback from `up`)
+    (CONFIG, POD_SECURITY.replace("apiVersion: pod-security.admission.config.k8s.io/v1", "apiVersion: [x]"),
+     "PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 PodSecurityConfiguration"),
     # v1alpha1 is still decoded in 1.37 (its own package named by the decoder)
     (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1alpha1\n").replace("  enforce: privileged", "- enforce"),
      "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "

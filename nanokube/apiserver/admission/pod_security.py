@@ -171,7 +171,7 @@ class Config:
         (`repeated`, configfile's) and the fields it does not know are one strict decoding error;
         ValueError says what is wrong with it."""
         if not isinstance(doc, dict) or doc.get("kind") != "PodSecurityConfiguration" or \
-                doc.get("apiVersion") not in CONFIG_VERSIONS:
+                not isinstance(doc.get("apiVersion"), str) or doc["apiVersion"] not in CONFIG_VERSIONS:
             raise ValueError("PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 "
                              "PodSecurityConfiguration")
         try:
