@@ -185,3 +185,30 @@ async def test_the_secure_port_answers_what_its_parser_or_a_token_refuses_as_gos
         assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
     finally:
         await runner.cleanup()
+
+
+class Refusing:
+    """An API server that knows no token and allows no SubjectAccessReview."""
+
+    async def request(self, method, path, body=None, **kw):
+        return {"status": {"authenticated": False, "allowed": False}}
+
+
+async def test_a_refusal_is_a_status_but_the_kubelets_is_its_plain_text():
+    """DelegatedAuth answers an unknown token 401 and a refused request 403 with component-base's
+    Status; the kubelet's port (KubeletAuth) with its own plain text (InstallAuthFilter's)."""
+    from nanokube.kubelet_auth import KubeletAuth
+
+    component = component_server.app(component_server.DelegatedAuth(Refusing()), CollectorRegistry(), {}, list)
+    kubelet = component_server.app(KubeletAuth(Refusing(), "n1", ""), CollectorRegistry(), None, list)
+    async with TestClient(TestServer(component)) as http:
+        got = await http.get("/metrics", headers={"Authorization": "Bearer nobody-knows"})
+        assert (got.status, (await got.json())["reason"]) == (401, "Unauthorized")
+        got = await http.get("/metrics")
+        assert (got.status, (await got.json())["reason"]) == (403, "Forbidden")
+    async with TestClient(TestServer(kubelet)) as http:
+        got = await http.get("/containerLogs/ns/p/c", headers={"Authorization": "Bearer nobody-knows"})
+        assert (got.status, await got.text()) == (401, "Unauthorized")
+        got = await http.get("/containerLogs/ns/p/c")
+        assert (got.status, await got.text()) == (
+            403, "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)")
