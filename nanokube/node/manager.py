@@ -198,11 +198,15 @@ class NodeManager:
 
         with _full_collections_deferred(len(self.agents)):
             await asyncio.gather(*(one(a) for a in self.agents.values()))
-            self._informer = asyncio.create_task(self.pods.run())
-            await self.pods.synced.wait()
-            self._admit_listed()
-            self._node_informer = asyncio.create_task(self.nodes.run())
-            await self.nodes.synced.wait()
+            # no agent (`up` with a cluster of no nodes, as scheduler_perf's harness runs it): no pod
+            # or node is any agent's, so neither is watched (the API server handed every binding and
+            # node write to these informers, whose handlers found no agent to give it to)
+            if self.agents:
+                self._informer = asyncio.create_task(self.pods.run())
+                await self.pods.synced.wait()
+                self._admit_listed()
+                self._node_informer = asyncio.create_task(self.nodes.run())
+                await self.nodes.synced.wait()
         _freeze(len(self.agents))
         MetricsProvider.memory_charges = (*MetricsProvider.memory_charges, self.tmpfs_charge)
         log.info("%d simulated nodes registered", len(self.agents))
