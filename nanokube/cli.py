@@ -58,6 +58,19 @@ async def _up(args: argparse.Namespace) -> int:
         except RulesError as e:
             print(f"nanokube: {e}", file=sys.stderr)
             return 2
+    from .apiserver import pki_options
+    from .controllers import csrsigning
+
+    try:  # the operator's certificates and keys (kube-apiserver's and kube-controller-manager's flags)
+        pki_opts = pki_options.load(args)
+        signers = csrsigning.from_flags(args) if csrsigning.given(args) else None
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    if args.api_workers > 1 and pki_opts.front_proxy_given():
+        print("nanokube: --api-workers above 1 takes none of --tls-cert-file, --tls-sni-cert-key, --client-ca-file, "
+              "--requestheader-* and --proxy-client-* yet", file=sys.stderr)
+        return 2
     try:
         signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
     except ValueError as e:
@@ -172,6 +185,12 @@ async def _up(args: argparse.Namespace) -> int:
     advertise = args.advertise_address or default_advertise_address(args.address) or ""
     pki = ensure_pki(data_dir, ips=_serving_ips(advertise, args.address))
     SignerCA(ca_dir(data_dir)).load()  # the pod-certificate signer's, in DIR/pki with the rest: see ca_dir
+    try:
+        serving_tls = pki_options.tls(pki_opts, pki)
+        trust = pki_options.client_trust(pki_opts, pki, signers or {})
+    except (OSError, ValueError) as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)
@@ -230,6 +249,7 @@ async def _up(args: argparse.Namespace) -> int:
         from .apiserver.workers import share_service_allocations
 
         share_service_allocations(server)
+    pki_options.apply(server, pki_opts, serving_tls)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers
@@ -252,7 +272,7 @@ async def _up(args: argparse.Namespace) -> int:
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
                           audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args)
-                          + kubelet_options.worker_argv(args)
+                          + kubelet_options.worker_argv(args) + pki_options.worker_argv(args)
                           + encryption_options.worker_argv(args)
                           + (["--tracing-config-file", os.path.abspath(args.tracing_config_file)]
                              if args.tracing_config_file else []),
@@ -264,15 +284,17 @@ async def _up(args: argparse.Namespace) -> int:
             print(f"nanokube: {e}", file=sys.stderr)
             await server.stop()
             return 1
-    write_kubeconfig(kubeconfig, server.url, pki)
+    write_kubeconfig(kubeconfig, server.url, pki, ca_pem=trust,
+                     admin=pki_options.admin_credentials(pki_opts, pki, serving_tls, signers or {}))
     connect = connector(server.rest)
-    await clusterinfo.publish(connect(clusterinfo.KUBEADM_USER, "kubeadm"), server.url, pki.ca.cert_pem)
+    await clusterinfo.publish(connect(clusterinfo.KUBEADM_USER, "kubeadm"), server.url, trust)
     try:
         # kube-controller-manager's --kube-api-qps/--kube-api-burst: each controller's client, the shared
         # informers' and the lease's a bucket of its own (by default 20/s after a burst of 30)
         controllers = ControllerManager.in_process(
             connect, server.clock, data_dir, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
-            signing_duration=signing_duration, client_limit=kcm_limit,
+            signing_duration=signing_duration, client_limit=kcm_limit, signers=signers, root_ca=trust,
+            service_account_key=pki_opts.signing_key,
             elector=LeaderElector(limited(connect(CONTROLLER_USER, "kube-controller-manager"), *kcm_limit,
                                           server.clock), LEASE_NAME, _identity(data_dir), clock=server.clock))
     except (ValueError, LookupError) as e:  # LookupError: --runtime-config left out what a controller reads
@@ -517,9 +539,11 @@ def _add_up_parser(sub) -> None:
                          f"as kubeadm runs kube-controller-manager")
     up.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                     help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL})")
-    up.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
-                    help="the longest lifetime of a certificate the CSR signer issues with the cluster CA "
-                         "(Go duration; default 8760h, as kube-controller-manager)")
+    from .apiserver.pki_options import add_flags as pki_flags
+    from .controllers.csrsigning import add_flags as signing_flags
+
+    pki_flags(up)
+    signing_flags(up)  # kube-controller-manager's; unset: the CSR signer signs with DIR/pki's CA
     up.add_argument("--controller-manager-kube-api-qps", type=float, default=None, metavar="QPS",
                     help="kube-controller-manager's --kube-api-qps: requests a second each controller's client may "
                          "send (a token bucket of its own; watches are not limited; 0: client-go's 5, negative: no "

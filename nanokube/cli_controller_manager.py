@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
                    help="the requests each such client may send at once before --kube-api-qps holds (default 30)")
     p.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                    help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL}, as `nanokube up`)")
-    _add_signing_arguments(p)
+    csrsigning.add_flags(p)
     p.add_argument("--service-account-private-key-file", default="", metavar="FILE",
                    help="the API server's service-account signing key (PEM; `up` keeps it in DIR/pki/sa.key): "
                         "runs the token controller, which fills kubernetes.io/service-account-token Secrets")
@@ -53,22 +53,6 @@ def add_parser(sub) -> None:
                    help="each controller acts as its own kube-system service account (token from TokenRequest), "
                         "held to its system:controller:<name> role")
     component_server.add_arguments(p, SECURE_PORT)
-
-
-def _add_signing_arguments(p) -> None:
-    """The CSR signer's CA files and certificate lifetime, as kube-controller-manager's flags."""
-    g = p.add_argument_group("CSR signing")
-    g.add_argument("--cluster-signing-cert-file", default="", metavar="FILE",
-                   help="PEM CA certificate that signs for every kubernetes.io signer (no per-signer flag with it)")
-    g.add_argument("--cluster-signing-key-file", default="", metavar="FILE",
-                   help="the PEM RSA or ECDSA key of --cluster-signing-cert-file")
-    for signer, (stem, _) in csrsigning.FLAGS.items():
-        g.add_argument(f"--cluster-signing-{stem}-cert-file", default="", metavar="FILE",
-                       help=f"PEM CA certificate for {signer} alone (not with --cluster-signing-cert-file)")
-        g.add_argument(f"--cluster-signing-{stem}-key-file", default="", metavar="FILE",
-                       help=f"the key of --cluster-signing-{stem}-cert-file")
-    g.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
-                   help="the longest lifetime of a signed certificate (Go duration; default 8760h)")
 
 
 def _service_account_key(path: str):
@@ -79,22 +63,6 @@ def _service_account_key(path: str):
         return load_key(path)
     except (OSError, ValueError, TypeError) as e:
         raise ValueError(f"--service-account-private-key-file: {e}") from None
-
-
-def _signers(args: argparse.Namespace) -> dict[str, csrsigning.Files]:
-    """The CSR signers the flags run and their CA files; ValueError with upstream's words for a bad
-    combination (several at once read as utilerrors' aggregate: '[a, b]')."""
-    generic = (args.cluster_signing_cert_file, args.cluster_signing_key_file)
-    specific = {signer: (getattr(args, f"cluster_signing_{stem.replace('-', '_')}_cert_file"),
-                         getattr(args, f"cluster_signing_{stem.replace('-', '_')}_key_file"))
-                for signer, (stem, _) in csrsigning.FLAGS.items()}
-    errs = csrsigning.validate_files(generic, specific)
-    if errs:
-        raise ValueError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
-    signers = csrsigning.signer_files(generic, specific)
-    if not signers:
-        log.info("Skipping CSR signer controller because no csr cert/key was specified")
-    return signers
 
 
 def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: ControllerManager):
@@ -155,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         parse_pool(args.load_balancer_pool)
         enabled([*CONTROLLERS, csrsigning.CSRSigningController, TokensController], args.controllers)
         args.service_account_key = _service_account_key(args.service_account_private_key_file)
-        args.signers = _signers(args)
+        args.signers = csrsigning.from_flags(args)
         args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
         args.client_limit = rest_limit(args.kube_api_qps, args.kube_api_burst)
         return component_cli.run_loop(_run(args))

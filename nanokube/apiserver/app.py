@@ -38,7 +38,7 @@ from .apf import long_running
 from .auth.authentication_config import ALLOW_ALL as ANONYMOUS_ALLOWED
 from .auth.authorizer import USER, Decision, decide, request_attributes
 from .auth.impersonation import asks as asks_impersonation, impersonate
-from .auth.requestheader import is_front_proxy, user_from_headers
+from .auth.requestheader import RequestHeader
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource, reconcile_binding, reconcile_role
@@ -47,6 +47,7 @@ from . import componentstatus, controlplane, discovery, expect, healthz, serving
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
+from .serving_tls import ServingTLS, peer_issuer
 from .http_errors import StatusAppRunner, http_exceptions, internal_error, status_response
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
@@ -238,6 +239,10 @@ class APIServer:
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
         #: TLS transport hands every request of the connection (held, so the id stays unique)
         self._certs: dict[int, tuple[dict, bool, User | None]] = {}
+        #: the serving certificates and client CAs (pki_options: the operator's files; else `up`'s own, on start)
+        self.tls: ServingTLS | None = None
+        #: --requestheader-*: which front-proxy certificates vouch for users, in which headers
+        self.requestheader = RequestHeader()
 
     def use_authorizer(self, authorizer) -> None:
         """Decide by `authorizer` (--authorization-config's controller) from now on: requests by its
@@ -395,24 +400,16 @@ class APIServer:
             raise
         return socks
 
-    def _ssl(self) -> ssl.SSLContext | None:
-        if self.pki is None:
-            return None
-        import os
-        import tempfile
+    def serving_tls(self) -> ServingTLS:
+        """The serving certificates and client CAs: the operator's (pki_options), else `up`'s own
+        (its serving certificate, its CA for users, its front-proxy CA), made on first use."""
+        if self.tls is None:
+            self.tls = ServingTLS((self.pki.server.cert_pem + self.pki.ca.cert_pem, self.pki.server.key_pem),
+                                  self.pki.ca.cert_pem, ensure_front_proxy(self.pki.dir)[0].cert_pem)
+        return self.tls
 
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        with tempfile.TemporaryDirectory() as d:
-            cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
-            with open(cert, "wb") as f:
-                f.write(self.pki.server.cert_pem + self.pki.ca.cert_pem)
-            with open(key, "wb") as f:
-                f.write(self.pki.server.key_pem)
-            ctx.load_cert_chain(cert, key)
-        ctx.load_verify_locations(cadata=self.pki.ca.cert_pem.decode())
-        ctx.load_verify_locations(cadata=ensure_front_proxy(self.pki.dir)[0].cert_pem.decode())  # request-header CA
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        return ctx
+    def _ssl(self) -> ssl.SSLContext | None:
+        return self.serving_tls().context() if self.pki is not None else None
 
     async def _bootstrap(self) -> None:
         """Objects every cluster has: the system namespaces, priority classes
@@ -565,14 +562,15 @@ class APIServer:
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:
         headers = request.headers
+        cert = None
         if self.pki is None:
             user = User("system:admin", ("system:masters", "system:authenticated"))
         else:
             transport = request.transport
             cert = transport.get_extra_info("peercert") if transport else None
-            front_proxy, user = self._cert_identity(cert)
-            if front_proxy:
-                user = user_from_headers(cert, headers)
+            front_proxy, user = self._cert_identity(cert, transport)
+            if front_proxy:  # (upstream's union tries the request header first, then the certificate's own user)
+                user = self.requestheader.user(headers) or user
         token = bearer_token(headers.get("Authorization", ""))
         annotations: dict[str, str] = {}  # the audit annotations authentication leaves first
         warned: list[str] = []
@@ -580,9 +578,10 @@ class APIServer:
             user = await self.authenticate_token(token, annotations, warned)
         request[AUDIT_ANNOTATIONS] = annotations
         if user is None:
-            # a bearer token that fails fails the chain on every path (union.NewFailOnError); another
-            # scheme authenticates nobody, so the request is anonymous's
-            if token is not None:
+            # a bearer token that fails fails the chain on every path (union.NewFailOnError), as does a
+            # client certificate no CA makes a user of (a front proxy's naming none, or of a name not
+            # allowed); another scheme authenticates nobody, so the request is anonymous's
+            if token is not None or cert:
                 return await self._unauthorized(request)
             if spaced_bearer(headers.get("Authorization", "")):
                 _warn_when_sent(request, [SPACED_BEARER_WARNING])
@@ -633,15 +632,18 @@ class APIServer:
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
 
-    def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
-        """(issued by the front-proxy CA, the certificate's own user), worked out once per connection."""
+    def _cert_identity(self, cert: dict | None, transport) -> tuple[bool, User | None]:
+        """(a request-header CA's certificate of an allowed name, the user it is as a client CA's
+        certificate), worked out once per connection from the CAs its certificate's issuer is among."""
         if not cert:
             return False, None
         known = self._certs.get(id(cert))
         if known is None or known[0] is not cert:
             if len(self._certs) >= 4096:
                 self._certs.clear()
-            known = self._certs[id(cert)] = (cert, is_front_proxy(cert), user_from_cert(cert))
+            issuer, tls = peer_issuer(transport), self.serving_tls()
+            known = self._certs[id(cert)] = (cert, issuer in tls.requestheader_issuers and self.requestheader.allows(cert),
+                                             user_from_cert(cert) if issuer in tls.client_issuers else None)
         return known[1], known[2]
 
     async def authenticate_token(self, token: str, audit: dict[str, str] | None = None,

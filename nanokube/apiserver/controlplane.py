@@ -32,7 +32,7 @@ async def bootstrap(server) -> None:
     await ensure_bootstrap_configuration(server)
     await register_local_apiservices(server, METRICS_GROUPS)
     if server.pki is not None:
-        await server.ensure("", "v1", "configmaps", "kube-system", authentication_configmap(server.pki))
+        await server.ensure("", "v1", "configmaps", "kube-system", authentication_configmap(server))
 
 
 async def start_loops(server, writer: bool = True) -> list:

@@ -240,7 +240,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
-    from . import audit_options, auth_options, kubelet_options
+    from . import audit_options, auth_options, kubelet_options, pki_options
     from .audit_policy import load as load_audit_policy
     from .encryption import options as encryption_options
     from ..machinery import featuregates
@@ -267,6 +267,7 @@ async def _serve(args: argparse.Namespace) -> int:
         encryption_options.install(server, encryption)
     auth_options.apply(server, auth_options.load(args))  # (up's flags, already validated)
     kubelet_options.apply(server, kubelet_options.load(args))  # (up's flags, already validated)
+    pki_options.apply(server, pki_options.load(args), None)  # (up's service-account flags, already validated)
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     if args.admission_control_config_file:
         from .admission.config_file import plugin_configs
@@ -323,7 +324,7 @@ async def _listen_for_pods(server, netns: str, address: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import audit_options, auth_options, kubelet_options
+    from . import audit_options, auth_options, kubelet_options, pki_options
     from .encryption.options import add_flags as encryption_flags
 
     p = argparse.ArgumentParser(prog="nanokube.apiserver.workers", description="one more API server worker of `up`")
@@ -347,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     audit_options.add_flags(p)  # up's
     auth_options.add_flags(p)  # up's
     kubelet_options.add_flags(p)  # up's
+    pki_options.add_flags(p)  # up's (the service-account ones given)
     encryption_flags(p)  # up's
     logs.add_arguments(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")

@@ -287,16 +287,18 @@ class ControllerManager:
         return cls(client, clock, elector=LeaderElector(client, LEASE_NAME, identity, clock=clock), **kw)
 
     @classmethod
-    def in_process(cls, connect, clock: Clock = REAL, data_dir: str | None = None, **kw) -> ControllerManager:
+    def in_process(cls, connect, clock: Clock = REAL, data_dir: str | None = None, signers=None, root_ca: bytes = b"",
+                   service_account_key=None, **kw) -> ControllerManager:
         """Over clients from `connect(user, field_manager)` (the loopback client in `up`), with the
-        signers when a data dir is known (the CSR signer on its cluster CA)."""
+        signers when a data dir is known (the CSR signer on its cluster CA, the token controller with
+        its service-account key, kube-root-ca.crt its CA) unless the operator's are given."""
         signer = connect(SIGNER_USER, "pod-identity-signer") if data_dir else None
         return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
                    certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"),
                    aggregation_client=connect(AGGREGATION_CONTROLLER_USER, "kube-controller-manager"),
-                   signers=cluster_ca(data_dir) if data_dir else None,
-                   root_ca=_read(os.path.join(data_dir, "pki", "ca.crt")) if data_dir else b"",
-                   service_account_key=_service_account_key(data_dir), **kw)
+                   signers=signers if signers is not None else cluster_ca(data_dir) if data_dir else None,
+                   root_ca=root_ca or (_read(os.path.join(data_dir, "pki", "ca.crt")) if data_dir else b""),
+                   service_account_key=service_account_key or _service_account_key(data_dir), **kw)
 
     async def start(self) -> None:
         """With no controllers enabled there is nothing to lead: no campaign."""

@@ -116,6 +116,8 @@ class ClusterPKI:
     ca: KeyPair
     server: KeyPair
     admin: KeyPair
+    #: --proxy-client-cert-file and -key-file, the front-proxy client certificate in place of DIR/pki's
+    proxy_client: tuple[str, str] | None = None
 
     @property
     def ca_path(self) -> str:

@@ -7,18 +7,22 @@ import os
 
 import yaml
 
-from .ca import ClusterPKI
+from .ca import ClusterPKI, KeyPair
 
 
-def write_kubeconfig(path: str, server: str, pki: ClusterPKI, name: str = "nanokube") -> None:
+def write_kubeconfig(path: str, server: str, pki: ClusterPKI, name: str = "nanokube", ca_pem: bytes = b"",
+                     admin: KeyPair | None = None) -> None:
+    """`ca_pem` and `admin`: in place of DIR/pki's CA and admin certificate (the operator's PKI)."""
     b64 = lambda b: base64.b64encode(b).decode()
+    admin = admin or pki.admin
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": b64(pki.ca.cert_pem)}}],
+        "clusters": [{"name": name, "cluster": {"server": server,
+                                                "certificate-authority-data": b64(ca_pem or pki.ca.cert_pem)}}],
         "users": [{"name": "admin", "user": {
-            "client-certificate-data": b64(pki.admin.cert_pem),
-            "client-key-data": b64(pki.admin.key_pem),
+            "client-certificate-data": b64(admin.cert_pem),
+            "client-key-data": b64(admin.key_pem),
         }}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": "admin", "namespace": "default"}}],
         "current-context": name,

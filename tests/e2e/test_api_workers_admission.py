@@ -1,12 +1,18 @@
 """`--api-workers 2`: a LimitRange or PriorityClass written through one worker decides the very
 next pod created through the other (each worker's admission keeps its listings until its own
-watch cache, caught up before the request, says they changed)."""
+watch cache, caught up before the request, says they changed); a token signed with the operator's
+service-account key through one verifies through the other (each worker takes those flags)."""
 
 from __future__ import annotations
 
-import pytest
+import base64
+import json
 
-from .conftest import running_cluster
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from .conftest import running_cluster, wait_for
 from .test_api_workers import _pair, pytestmark  # noqa: F401  (the same stores, the same skip)
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -14,9 +20,17 @@ LRS = "/api/v1/namespaces/default/limitranges"
 PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
+ISSUER = "https://workers.example.test"
+
+
 @pytest.fixture(scope="module")
-def c(store_url):
-    with running_cluster("api-workers-admission", ("--api-workers", "2"), store=store_url) as cluster:
+def c(store_url, tmp_path_factory):
+    key = tmp_path_factory.mktemp("sa") / "sa.key"
+    key.write_bytes(rsa.generate_private_key(65537, 2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    with running_cluster("api-workers-admission", ("--api-workers", "2", "--service-account-signing-key-file",
+                                                   str(key), "--service-account-issuer", ISSUER),
+                         store=store_url) as cluster:
         yield cluster
 
 
@@ -44,3 +58,15 @@ def test_a_change_through_one_worker_admits_the_next_pod_through_the_other(c):
     assert (_pod(a, "p5")["priority"], _pod(b, "p6")["priority"]) == (1000, 1000)
     assert b.call("DELETE", f"{PCS}/high")[0] == 200
     assert _pod(a, "p7")["priority"] == 0
+
+
+def test_a_token_issued_through_one_worker_verifies_through_the_other(c):
+    a, b = _pair(c)
+    made = wait_for(lambda: (r := a.call("POST", "/api/v1/namespaces/default/serviceaccounts/default/token",
+                                         {"spec": {}}))[0] == 201 and r[1], 30, "a token for default/default")
+    token = made["status"]["token"]
+    head, body = (json.loads(base64.urlsafe_b64decode(p + "==")) for p in token.split(".")[:2])
+    assert (head["alg"], body["iss"]) == ("RS256", ISSUER)
+    code, review = b.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {"spec": {"token": token}})
+    assert code == 201 and review["status"]["authenticated"], review
+    assert review["status"]["user"]["username"] == "system:serviceaccount:default:default"

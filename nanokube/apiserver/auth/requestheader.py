@@ -1,43 +1,51 @@
 """Request-header authentication (kube-apiserver's --requestheader-* flags):
-a client certificate signed by the front-proxy CA and named
-`front-proxy-client` vouches for the user in `X-Remote-User`, with the groups
-in `X-Remote-Group`, extras in `X-Remote-Extra-<key>` (lower-cased,
-%-unescaped) and the uid in `X-Remote-Uid` — how an aggregating API server
-or an authenticating proxy in front of this one passes on who is asking. A
-front-proxy certificate is never a user of its own."""
+a client certificate signed by the request-header CA and of an allowed name
+(`front-proxy-client` as kubeadm runs it; any name when none is given) vouches
+for the user in the first username header that has one (`X-Remote-User`), with
+the groups in the group headers (`X-Remote-Group`), extras in the headers of
+an extra prefix (`X-Remote-Extra-<key>`, the key lower-cased and %-unescaped)
+and the uid in a uid header (`X-Remote-Uid`) — how an aggregating API server or
+an authenticating proxy in front of this one passes on who is asking. Without
+a user named, the certificate is only what the client CA makes of it (a
+front-proxy CA's certificate is no user at all unless that CA is a client CA too)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ...machinery.user import User
 
-FRONT_PROXY_CA = "front-proxy-ca"
-ALLOWED_NAMES = ("front-proxy-client",)
-USER, GROUP, EXTRA, UID = "X-Remote-User", "X-Remote-Group", "X-Remote-Extra-", "X-Remote-Uid"
+
+def common_name(cert: dict) -> str:
+    """The common name of a certificate in ssl's getpeercert() form."""
+    return next((v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"), "")
 
 
-def _common_name(name: tuple) -> str:
-    return next((v for rdn in name for k, v in rdn if k == "commonName"), "")
+@dataclass(frozen=True)
+class RequestHeader:
+    """The flags' values; the defaults are kubeadm's."""
+    allowed_names: tuple[str, ...] = ("front-proxy-client",)
+    username_headers: tuple[str, ...] = ("X-Remote-User",)
+    group_headers: tuple[str, ...] = ("X-Remote-Group",)
+    extra_prefixes: tuple[str, ...] = ("X-Remote-Extra-",)
+    uid_headers: tuple[str, ...] = ("X-Remote-Uid",)
 
+    def allows(self, cert: dict) -> bool:
+        """May this (request-header CA's) certificate vouch for users?"""
+        return not self.allowed_names or common_name(cert) in self.allowed_names
 
-def is_front_proxy(cert: dict | None) -> bool:
-    """Was the (verified) client certificate issued by the front-proxy CA?"""
-    return bool(cert) and _common_name(cert.get("issuer", ())) == FRONT_PROXY_CA
-
-
-def user_from_headers(cert: dict, headers) -> User | None:
-    """The user the front proxy names, or None (no name given, or a certificate
-    whose name is not allowed to vouch)."""
-    if _common_name(cert.get("subject", ())) not in ALLOWED_NAMES:
-        return None
-    name = headers.get(USER, "")
-    if not name:
-        return None
-    groups = tuple(headers.getall(GROUP, []))
-    extra: dict[str, list[str]] = {}
-    for header in {h.lower() for h in headers if h.lower().startswith(EXTRA.lower())}:
-        extra[unquote(header[len(EXTRA):])] = headers.getall(header)
-    if "system:authenticated" not in groups:
-        groups += ("system:authenticated",)
-    return User(name, groups, headers.get(UID, ""), extra)
+    def user(self, headers) -> User | None:
+        """The user the headers name, or None where none does."""
+        name = next((v for h in self.username_headers for v in headers.getall(h, []) if v), "")
+        if not name:
+            return None
+        groups = tuple(v for h in self.group_headers for v in headers.getall(h, []))
+        extra: dict[str, list[str]] = {}
+        for prefix in (p.lower() for p in self.extra_prefixes):
+            for header in dict.fromkeys(h.lower() for h in headers if h.lower().startswith(prefix)):
+                extra.setdefault(unquote(header[len(prefix):]), []).extend(headers.getall(header))
+        uid = next((v for h in self.uid_headers for v in headers.getall(h, []) if v), "")
+        if "system:authenticated" not in groups:
+            groups += ("system:authenticated",)
+        return User(name, groups, uid, extra)

@@ -1,36 +1,62 @@
+import ssl
+
 from multidict import CIMultiDict
 
-from nanokube.apiserver.auth.requestheader import is_front_proxy, user_from_headers
+from nanokube.apiserver.auth.requestheader import RequestHeader
+from nanokube.pki.ca import ensure_front_proxy, ensure_pki, issue, new_ca
 
-FRONT = {"issuer": ((("commonName", "front-proxy-ca"),),), "subject": ((("commonName", "front-proxy-client"),),)}
-OTHER = {"issuer": ((("commonName", "front-proxy-ca"),),), "subject": ((("commonName", "kubernetes-admin"),),)}
+FRONT = {"subject": ((("commonName", "front-proxy-client"),),)}
+OTHER = {"subject": ((("commonName", "kubernetes-admin"),),)}
 
 
 def test_front_proxy_vouches_for_the_header_user():
-    assert is_front_proxy(FRONT) and not is_front_proxy({"issuer": ((("commonName", "nanokube-ca"),),)})
     h = CIMultiDict([("X-Remote-User", "alice"), ("X-Remote-Group", "devs"), ("X-Remote-Group", "ops"),
                      ("X-Remote-Extra-Acme.com%2FProject", "a"), ("X-Remote-Extra-Acme.com%2FProject", "b"),
                      ("X-Remote-Uid", "u-1")])
-    u = user_from_headers(FRONT, h)
+    rh = RequestHeader()
+    assert rh.allows(FRONT) and not rh.allows(OTHER)
+    u = rh.user(h)
     assert (u.name, u.groups, u.uid, u.extra) == ("alice", ("devs", "ops", "system:authenticated"), "u-1",
                                                   {"acme.com/project": ["a", "b"]})
+    assert rh.user(CIMultiDict([("X-Remote-Group", "devs")])) is None
 
 
-def test_no_user_or_a_name_not_allowed():
-    assert user_from_headers(FRONT, CIMultiDict([("X-Remote-Group", "devs")])) is None
-    assert user_from_headers(OTHER, CIMultiDict([("X-Remote-User", "alice")])) is None
+def test_the_flags_name_the_headers_and_no_allowed_name_allows_any():
+    rh = RequestHeader(allowed_names=(), username_headers=("X-Proxy-User", "X-Remote-User"),
+                       group_headers=("X-Proxy-Group",), extra_prefixes=("X-Proxy-Extra-",), uid_headers=())
+    assert rh.allows(OTHER)
+    u = rh.user(CIMultiDict([("X-Remote-User", "bob"), ("X-Proxy-Group", "g"), ("X-Remote-Group", "ignored"),
+                             ("X-Proxy-Extra-Scope", "s"), ("X-Remote-Uid", "ignored")]))
+    assert (u.name, u.groups, u.uid, u.extra) == ("bob", ("g", "system:authenticated"), "", {"scope": ["s"]})
 
 
-def test_a_connections_certificate_is_read_once_and_a_front_proxy_stays_one():
+class _Transport:
+    """A TLS transport's view of the client certificate it verified (its DER, as ssl gives it)."""
+
+    def __init__(self, pem: bytes) -> None:
+        self.der = ssl.PEM_cert_to_DER_cert(pem.decode())
+
+    def get_extra_info(self, name):
+        return self if name == "ssl_object" else None
+
+    def getpeercert(self, binary_form=False):
+        return self.der
+
+
+def test_a_connections_certificate_is_judged_by_its_issuer_once(tmp_path):
     from nanokube.apiserver.app import APIServer
     from nanokube.store.memory import MemoryStore
 
-    server = APIServer(MemoryStore(), None, port=0)
-    alice = {"subject": ((("commonName", "alice"),), (("organizationName", "devs"),)),
-             "issuer": ((("commonName", "kubernetes-ca"),),)}
-    proxy = {"subject": ((("commonName", "front-proxy-client"),),), "issuer": ((("commonName", "front-proxy-ca"),),)}
-    front, user = server._cert_identity(alice)
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    front_ca = ensure_front_proxy(pki.dir)[0]
+    alice_pem = issue(pki.ca, "alice", organizations=("devs",), client=True).cert_pem
+    alice = {"subject": ((("commonName", "alice"),), (("organizationName", "devs"),))}
+    front, user = server._cert_identity(alice, _Transport(alice_pem))
     assert not front and user.name == "alice" and user.groups == ("devs", "system:authenticated")
-    assert server._cert_identity(alice)[1] is user
-    assert server._cert_identity({**alice, "subject": ((("commonName", "bob"),),)})[1].name == "bob"
-    assert server._cert_identity(proxy)[0] and server._cert_identity(None) == (False, None)
+    assert server._cert_identity(alice, None)[1] is user  # (the connection's, not judged again)
+    proxy = issue(front_ca, "front-proxy-client", client=True).cert_pem
+    assert server._cert_identity(FRONT, _Transport(proxy)) == (True, None)  # a front proxy is no user of its own
+    stranger = issue(new_ca("other-ca"), "mallory", client=True).cert_pem  # (TLS would not have verified it)
+    assert server._cert_identity({"subject": ((("commonName", "mallory"),),)}, _Transport(stranger)) == (False, None)
+    assert server._cert_identity(None, None) == (False, None)
