@@ -12,7 +12,11 @@ Node's kubelet endpoint, reached at its Hostname address, --hostname-override) s
 endpoints, the API server's pods/log, exec, attach, portforward and nodes/proxy among them, to
 callers the API server vouches for (kubelet_auth.py), with a self-signed certificate, or with
 `--rotate-server-certificates` (serverTLSBootstrap) one the cluster's kubelet-serving signer issued
-once an admin approved its request. SIGTERM or SIGINT stops it cleanly."""
+once an admin approved its request. `--config` reads a KubeletConfiguration (node/kubelet_config.py):
+its authentication (clientCAFile, token webhook, anonymous) and authorization mode guard that port,
+its readOnlyPort and healthzPort serve over HTTP, maxPods is the node's pods capacity, each flag
+given overriding its field as upstream's flag precedence does; /configz shows the merged
+configuration. SIGTERM or SIGINT stops it cleanly."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from . import component_cli, component_server, zpages
 from .apiserver.healthz import PING
 from .client import kubeconfig
 from .client.http import HTTPClient
+from .machinery.hostport import join_host_port
 from .machinery.version import user_agent
 
 log = logging.getLogger("nanokube.kubelet")
@@ -47,10 +52,10 @@ def add_parser(sub) -> None:
                    help="a kubeconfig whose credentials (a bootstrap token) may ask for the node's client certificate")
     p.add_argument("--cert-dir", default="", metavar="DIR",
                    help="where the issued certificate and key go (default: pki beside --kubeconfig)")
-    p.add_argument("--rotate-certificates", action="store_true",
+    p.add_argument("--rotate-certificates", type=_go_bool, nargs="?", const=True, metavar="BOOL",
                    help="ask for a new client certificate before the current one expires (off by default, as the "
                         "kubelet's; kubeadm turns it on)")
-    p.add_argument("--rotate-server-certificates", action="store_true",
+    p.add_argument("--rotate-server-certificates", type=_go_bool, nargs="?", const=True, metavar="BOOL",
                    help="serverTLSBootstrap: ask as the node for a serving certificate (signer kubernetes.io/kubelet-"
                         "serving, the node's addresses its names), which an admin approves (`kubectl certificate "
                         "approve`: kube-controller-manager does not); the port serves it once issued (its handshakes "
@@ -66,6 +71,94 @@ def add_parser(sub) -> None:
     p.add_argument("--runtime", choices=("simulated",), default="simulated",
                    help="what runs the node's containers: simulated (as up's default runtime)")
     component_server.add_arguments(p, SECURE_PORT)
+    c = p.add_argument_group("kubelet configuration (each flag given overrides --config's field)")
+    c.add_argument("--config", default="", metavar="FILE",
+                   help="a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; its unset fields take "
+                        "v1beta1's defaults (authorization Webhook, anonymous off, healthzPort 10248)")
+    c.add_argument("--port", dest="secure_port", type=int, metavar="PORT", help="port: as --secure-port")
+    c.add_argument("--address", dest="bind_address", metavar="IP", help="address: as --bind-address")
+    c.add_argument("--read-only-port", type=int, metavar="PORT",
+                   help="readOnlyPort: a port serving the read-only endpoints (/healthz, /pods, /stats, /metrics, "
+                        "/spec) over HTTP to anyone (default 0: none)")
+    c.add_argument("--healthz-port", type=int, metavar="PORT",
+                   help="healthzPort: /healthz over HTTP at --healthz-bind-address (default 0 without --config: none)")
+    c.add_argument("--healthz-bind-address", metavar="IP", help="healthzBindAddress (default 127.0.0.1)")
+    c.add_argument("--max-pods", type=int, metavar="N", help="maxPods: the node's pods capacity (default: the pool's)")
+    c.add_argument("--anonymous-auth", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                   help="authentication.anonymous.enabled: a request without credentials is system:anonymous's "
+                        "(default true without --config), else refused 401")
+    c.add_argument("--authentication-token-webhook", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                   help="authentication.webhook.enabled: bearer tokens checked with a TokenReview (default true)")
+    c.add_argument("--client-ca-file", metavar="FILE",
+                   help="authentication.x509.clientCAFile: the CA of the client certificates accepted (default "
+                        "without --config: the kubeconfig's cluster CA)")
+    c.add_argument("--authorization-mode", metavar="MODE",
+                   help="authorization.mode: Webhook (a SubjectAccessReview per request, the default) or AlwaysAllow")
+    c.add_argument("--cluster-dns", metavar="IP,...", help="clusterDNS: the DNS servers' IPs, comma-separated")
+    c.add_argument("--cluster-domain", metavar="DOMAIN", help="clusterDomain")
+    p.set_defaults(secure_port=None, bind_address=None)
+
+
+def _go_bool(text: str) -> bool:
+    """A boolean flag's value as strconv.ParseBool reads it (`--anonymous-auth=false`)."""
+    from .machinery.featuregates import BOOLS
+
+    if text not in BOOLS:
+        raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
+    return BOOLS[text]
+
+
+#: flag (its dest) -> the KubeletConfiguration field it overrides, and its value with no --config
+_FIELDS = (
+    ("bind_address", ("address",), "0.0.0.0"),
+    ("secure_port", ("port",), SECURE_PORT),
+    ("read_only_port", ("readOnlyPort",), 0),
+    ("healthz_port", ("healthzPort",), 0),
+    ("healthz_bind_address", ("healthzBindAddress",), "127.0.0.1"),
+    ("max_pods", ("maxPods",), None),
+    ("rotate_certificates", ("rotateCertificates",), False),
+    ("rotate_server_certificates", ("serverTLSBootstrap",), False),
+    ("anonymous_auth", ("authentication", "anonymous", "enabled"), True),
+    ("authentication_token_webhook", ("authentication", "webhook", "enabled"), True),
+    ("client_ca_file", ("authentication", "x509", "clientCAFile"), ""),
+    ("authorization_mode", ("authorization", "mode"), "Webhook"),
+    ("cluster_dns", ("clusterDNS",), None),
+    ("cluster_domain", ("clusterDomain",), ""),
+)
+
+
+def configure(args: argparse.Namespace) -> dict:
+    """The kubelet's flag precedence: each flag given over --config's field (a flag not given takes
+    the file's value, or without --config its own default), set on `args`; featureGates merged gate
+    by gate, the flag's winning. Returns the configuration /configz reports ({} without --config);
+    kubelet_config.ConfigError for a file or configuration the kubelet refuses."""
+    from .machinery import featuregates
+    from .node import kubelet_config
+
+    cfg = kubelet_config.load(args.config) if args.config else None
+    if args.cluster_dns is not None:
+        args.cluster_dns = [ip for ip in args.cluster_dns.split(",") if ip]
+    for dest, path, default in _FIELDS:
+        given = getattr(args, dest)
+        if cfg is None:
+            setattr(args, dest, default if given is None else given)
+            continue
+        section = cfg
+        for key in path[:-1]:
+            section = section.setdefault(key, {})
+        if given is not None:
+            section[path[-1]] = given
+        setattr(args, dest, section.get(path[-1]))
+    if cfg is None:
+        return {}
+    try:
+        flagged = featuregates.parse(args.feature_gates)
+    except ValueError:  # (component_server.validate refuses it in the flag's words)
+        return cfg
+    cfg["featureGates"] = {**cfg["featureGates"], **flagged}
+    args.feature_gates = ",".join(f"{k}={'true' if v else 'false'}" for k, v in cfg["featureGates"].items())
+    kubelet_config.validate(cfg)
+    return {k: v for k, v in cfg.items() if k not in ("apiVersion", "kind")}
 
 
 async def _client(creds: kubeconfig.Credentials) -> HTTPClient:
@@ -122,19 +215,24 @@ async def _run(args: argparse.Namespace, cluster) -> int:
     client = await _client(kubeconfig.load(args.kubeconfig, env={}))
     stop = component_cli.stop_on_signals()
     nodes = runner = None
+    plain: list = []
     rotations: list[asyncio.Task] = []
     try:
-        joining = cluster.joining(name, await _free_index(client, name), args.pool)
+        joining = cluster.joining(name, await _free_index(client, name), args.pool, args.max_pods)
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, **options_from_env())
         agent = nodes.agents[name]
         agent.hostname, agent.kubelet_port = args.hostname_override or socket.gethostname().lower(), args.secure_port
         agent.rotate_certificates = args.rotate_certificates and bool(args.bootstrap_kubeconfig)
         agent.server_tls_bootstrap = args.rotate_server_certificates
         await nodes.start()
-        serving = component_server.tls_context("", "", client.creds.ca, self_signed=False) \
+        kubelet = nodes.kubelet_for(name)
+        kubelet.configured = args.configured
+        client_ca = client.creds.ca if args.client_ca is None else args.client_ca
+        serving = component_server.tls_context("", "", client_ca, self_signed=False) \
             if args.rotate_server_certificates else None
-        runner = await component_server.serve(args, _endpoints(args, client, stop, nodes.kubelet_for(name)), "kubelet",
-                                              client_ca=client.creds.ca, tls=serving)
+        runner = await component_server.serve(args, _endpoints(args, client, stop, kubelet), "kubelet",
+                                              client_ca=client_ca, tls=serving)
+        plain = await _plain_ports(args, kubelet)
         if args.rotate_certificates and args.bootstrap_kubeconfig:
             rotations.append(asyncio.create_task(bootstrap.rotate(client, name,
                                                                   os.path.join(args.cert_dir, bootstrap.CURRENT))))
@@ -148,13 +246,66 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         for task in rotations:
             task.cancel()
         await asyncio.gather(*rotations, return_exceptions=True)
-        if runner is not None:
-            await runner.cleanup()
+        for r in (runner, *plain):
+            if r is not None:
+                await r.cleanup()
         if nodes is not None:
             await nodes.stop()
         await client.close()
     log.info("kubelet stopped")
     return 0
+
+
+#: the read-only port's endpoints (InstallDefaultHandlers'), by path prefix
+_READ_ONLY = ("/healthz", "/pods", "/stats", "/metrics", "/spec")
+
+
+async def _plain_ports(args: argparse.Namespace, kubelet) -> list:
+    """readOnlyPort (the kubelet's unauthenticated endpoints over HTTP; not opening it is fatal, as
+    upstream's) and healthzPort (/healthz over HTTP; not opening it is logged, as upstream's)."""
+    from aiohttp import web
+
+    async def read_only(request: web.Request) -> web.StreamResponse:
+        if not any(request.path == p or request.path.startswith(p + "/") for p in _READ_ONLY):
+            return web.Response(status=404, text="404 page not found\n")
+        return await kubelet.serve(request, request.path)
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        return await kubelet.serve(request, request.path)
+
+    runners = []
+    for port, address, route, fatal in ((args.read_only_port, args.bind_address, ("/{path:.*}", read_only), True),
+                                        (args.healthz_port, args.healthz_bind_address, ("/healthz", healthz), False)):
+        if not port:
+            continue
+        app = web.Application()
+        app.router.add_route("GET", *route)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, address, port).start()
+        except OSError as e:
+            await runner.cleanup()
+            why = f"listen tcp {join_host_port(address, port)}: bind: {os.strerror(e.errno).lower() if e.errno else e}"
+            if fatal:
+                raise component_server.ServeError(why) from e
+            log.error("Failed to start healthz server: %s", why)
+            continue
+        runners.append(runner)
+    return runners
+
+
+def _client_ca(args: argparse.Namespace) -> bytes | None:
+    """authentication.x509.clientCAFile's certificates; None: the kubeconfig's CA (no --config)."""
+    if not args.client_ca_file:
+        return b"" if args.config else None
+    try:
+        with open(args.client_ca_file, "rb") as f:
+            return f.read()
+    except OSError as e:
+        why = e.strerror.lower() if e.strerror else str(e)
+        raise ValueError(f"unable to load client CA file {args.client_ca_file}: open {args.client_ca_file}: {why}") \
+            from None
 
 
 def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event, kubelet):
@@ -168,7 +319,8 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event
     from .kubelet_auth import KubeletAuth
 
     checks = [PING, Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None)]
-    auth = KubeletAuth(client, args.node_name, args.authorization_always_allow_paths)
+    auth = KubeletAuth(client, args.node_name, args.authorization_always_allow_paths, anonymous=args.anonymous_auth,
+                       token_webhook=args.authentication_token_webhook, mode=args.authorization_mode)
     app = component_server.app(auth, CollectorRegistry(), None, lambda: checks, component="kubelet",
                                flags=zpages.flags(args), profiling=False)
 
@@ -183,6 +335,8 @@ def run(args: argparse.Namespace) -> int:
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
 
     try:
+        args.configured = configure(args)
+        args.client_ca = _client_ca(args)
         component_server.validate(args)
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
         cluster.joining(args.node_name, 0, args.pool)  # an unknown --pool is refused before bootstrapping

@@ -14,8 +14,9 @@ from aiohttp import web
 
 from .apiserver.auth.authorizer import Attributes
 from .component_server import DelegatedAuth
-from .machinery.user import User, user_from_cert
+from .machinery.user import User, bearer_token, user_from_cert
 
+_ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 #: the kubelet's verbs by HTTP method
 _VERBS = {"post": "create", "get": "get", "head": "get", "put": "update", "patch": "patch", "delete": "delete"}
 #: path prefix -> subresource, the first that matches
@@ -32,13 +33,22 @@ def subresource(path: str) -> str:
 class KubeletAuth(DelegatedAuth):
     """The authentication and authorization of node `node`'s kubelet endpoints."""
 
-    def __init__(self, client, node: str, always_allow_paths: str):
+    def __init__(self, client, node: str, always_allow_paths: str, anonymous: bool = True, token_webhook: bool = True,
+                 mode: str = "Webhook"):
+        """authentication.anonymous.enabled, authentication.webhook.enabled and authorization.mode
+        (Webhook, or AlwaysAllow: any authenticated request may)."""
         super().__init__(client, always_allow_paths)
-        self.node = node
+        self.node, self.anonymous, self.token_webhook, self.always_allow = node, anonymous, token_webhook, \
+            mode == "AlwaysAllow"
 
     async def user(self, request: web.Request) -> User | None:
         tls = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
-        return (user_from_cert(tls.getpeercert()) if tls is not None else None) or await super().user(request)
+        if tls is not None and (user := user_from_cert(tls.getpeercert())) is not None:
+            return user
+        token = bearer_token(request.headers.get("Authorization", "")) is not None
+        if token and self.token_webhook:
+            return await super().user(request)
+        return _ANONYMOUS if self.anonymous else None
 
     def refusal(self, user: User | None, a: Attributes | None, reason: str) -> web.Response:
         if user is None:
@@ -47,7 +57,7 @@ class KubeletAuth(DelegatedAuth):
                                              f"resource=nodes, subresource={subresource(a.path)})")
 
     async def decide(self, user: User, a: Attributes) -> tuple[bool, str]:
-        if self.always_allowed(a.path):
+        if self.always_allow or self.always_allowed(a.path):
             return True, ""
         verb, sub = _VERBS.get(a.verb, a.verb), subresource(a.path)
         allowed, reason = await self._node(user, verb, sub)

@@ -104,14 +104,19 @@ class Cluster:
                 out.append(_expand(pool, i, self.first_index + len(out)))
         return out
 
-    def joining(self, name: str, index: int, pool: str = "") -> Cluster:
+    def joining(self, name: str, index: int, pool: str = "", max_pods: int | None = None) -> Cluster:
         """One node of `pool`'s shape (the first pool's by default), named `name`, of cluster-wide
-        index `index`: a node that joins a running cluster on its own (`nanokube kubelet`).
+        index `index`: a node that joins a running cluster on its own (`nanokube kubelet`), its
+        pods capacity and allocatable `max_pods` where given (the kubelet's maxPods).
         ClusterFileError when there is no such pool."""
         found = [p for p in self.pools if p.name == pool] if pool else self.pools[:1]
         if not found:
             raise ClusterFileError(f"no pool {pool!r} (pools: {', '.join(p.name for p in self.pools)})")
-        return Cluster([dataclasses.replace(found[0], count=1, node_names=(name,))], index)
+        shape = found[0]
+        if max_pods is not None:
+            shape = dataclasses.replace(shape, capacity={**shape.capacity, "pods": str(max_pods)},
+                                        allocatable={**shape.allocatable, "pods": str(max_pods)})
+        return Cluster([dataclasses.replace(shape, count=1, node_names=(name,))], index)
 
 
 def _expand(pool: Pool, i: int, index: int) -> NodeSpec:

@@ -98,6 +98,8 @@ class KubeletServer:
         self.metrics = MetricsProvider(agent.client, agent.clock)
         self.started = started
         self.volume_stats = StatCache(volume_stats_agg_period)
+        #: KubeletConfiguration fields a joined kubelet's --config and flags set, over those /configz derives
+        self.configured: dict = {}
 
     async def serve(self, request: web.Request, path: str) -> web.StreamResponse:
         """`request` as the API server's proxy received it; `path` the kubelet path it asks for."""
@@ -377,7 +379,7 @@ class KubeletServer:
             cfg |= {"eventRecordQPS": int(a.event_limit[0]), "eventBurst": a.event_limit[1]}
         if a.runtime.cluster_dns:  # the runtime's pods resolve through the cluster's DNS server (dns)
             cfg |= {"clusterDomain": dns.ZONE, "clusterDNS": list(a.runtime.cluster_dns)}
-        return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
+        return _json({"kubeletconfig": cfg | self.configured}, headers={"X-Content-Type-Options": "nosniff"})
 
     async def _volume_stats(self, pods: list[dict], stamp: str, claims_only: bool = False) -> list[list[dict]]:
         """Each pod's statsapi.VolumeStats (volumes/stats.py): a volume measured within the

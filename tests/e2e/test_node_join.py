@@ -298,3 +298,66 @@ def test_an_unknown_pool_is_refused_before_bootstrapping(tmp_path):
     assert got.returncode == 2
     assert got.stderr.splitlines() == ["nanokube kubelet: no pool 'nosuch' (pools: gpu)"]
     assert not (tmp_path / "kubelet.conf").exists()
+
+
+def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
+    """--config: a KubeletConfiguration, each flag given overriding its field (--port, --max-pods,
+    featureGates gate by gate); an unknown field logged as upstream's lenient v1beta1 decoding logs
+    it. The API server's client certificate is verified with the file's clientCAFile (/configz
+    reaches the kubelet through it, showing the merged configuration); anonymous requests are
+    refused (anonymous.enabled false); the read-only port serves /pods to anyone over HTTP and the
+    healthz port /healthz; the Node's pods capacity is maxPods."""
+    name = "configured-62"
+    _, ca = _admin(cluster)
+    (tmp_path / "ca.crt").write_bytes(ca)
+    ports = []
+    for _ in range(3):  # free ports for the secure, read-only and healthz endpoints
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    secure, read_only, healthz = ports
+    (tmp_path / "kubelet.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "address": "127.0.0.1",
+        "port": 10250, "readOnlyPort": read_only, "healthzPort": healthz, "maxPods": 7,
+        "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "noSuchField": 1,
+        "authentication": {"x509": {"clientCAFile": str(tmp_path / "ca.crt")}, "anonymous": {"enabled": False}},
+        "featureGates": {"HPAScaleToZero": True, "DRAResourcePoolStatus": True}}))
+    with open(tmp_path / "kubelet.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
+                                 "--config", str(tmp_path / "kubelet.yaml"), "--port", str(secure), "--max-pods", "9",
+                                 "--feature-gates", "HPAScaleToZero=false", "--node-name", name,
+                                 "--hostname-override", "127.0.0.1"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        node = wait_for(lambda: json.loads(cluster.kubectl("get", "node", name, "-o", "json", "--ignore-not-found").stdout
+                                           or "null"), what=f"node {name} registered")
+        assert node["status"]["capacity"]["pods"] == "9"
+        got = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{name}/proxy/configz").stdout)["kubeletconfig"]
+        assert (got["address"], got["port"], got["readOnlyPort"], got["healthzPort"], got["maxPods"]) == (
+            "127.0.0.1", secure, read_only, healthz, 9)
+        assert got["authentication"] == {"x509": {"clientCAFile": str(tmp_path / "ca.crt")},
+                                         "webhook": {"enabled": True, "cacheTTL": "2m0s"}, "anonymous": {"enabled": False}}
+        assert got["authorization"]["mode"] == "Webhook"
+        assert (got["clusterDNS"], got["clusterDomain"]) == (["10.96.0.10"], "cluster.local")
+        assert got["featureGates"] == {"HPAScaleToZero": False, "DRAResourcePoolStatus": True}
+        assert got["evictionHard"]["memory.available"] == "100Mi"
+        assert "noSuchField" not in got
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"https://127.0.0.1:{secure}/pods", context=ssl._create_unverified_context(),
+                                   timeout=10)
+        assert (e.value.code, e.value.read()) == (401, b"Unauthorized")
+        pods = json.loads(http_get(f"http://127.0.0.1:{read_only}/pods"))
+        assert (pods["kind"], pods["items"]) == ("PodList", [])
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{read_only}/configz", timeout=10)
+        assert e.value.code == 404
+        assert http_get(f"http://127.0.0.1:{healthz}/healthz") == "ok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert ('Using lenient decoding as strict decoding failed: err=strict decoding error: unknown field '
+                '"noSuchField"') in (tmp_path / "kubelet.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.kubectl("delete", "node", name, "--ignore-not-found")

@@ -1,0 +1,194 @@
+"""KubeletConfiguration (kubelet.config.k8s.io/v1beta1): the file `nanokube kubelet --config` reads,
+as the kubelet's loadConfigFile does: read (an empty file refused), decoded (a strict decoding error,
+a repeated or unknown field, logged and the file decoded leniently, as the kubelet does for v1beta1;
+a value of the wrong type refused), defaulted as v1beta1 defaults it, then overridden by the flags
+given on the command line (the kubelet's kubeletConfigFlagPrecedence; featureGates merged gate by
+gate) and validated in ValidateKubeletConfiguration's words.
+
+The fields nanokube's kubelet acts on: address, port, readOnlyPort, healthzPort, healthzBindAddress,
+authentication (x509.clientCAFile, webhook.enabled, anonymous.enabled), authorization.mode (Webhook
+or AlwaysAllow), rotateCertificates, serverTLSBootstrap, maxPods, clusterDNS, clusterDomain and
+featureGates; podCIDR (read only in standalone mode upstream), registerNode and evictionHard are
+reported by /configz. The rest of the file is read and left alone."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import yaml
+
+from ..machinery import configfile
+
+log = logging.getLogger(__name__)
+
+API_VERSION, KIND = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
+#: the kubelet's scheme, as a decoding error names it
+_SCHEME = "pkg/kubelet/apis/config/scheme/scheme.go:34"
+#: the schema of the fields nanokube acts on (configfile's: a type each; the decoder refuses another)
+SCHEMA: dict[str, Any] = {
+    "apiVersion": str, "kind": str, "address": str, "port": int, "readOnlyPort": int, "healthzPort": int,
+    "healthzBindAddress": str, "maxPods": int, "podCIDR": str, "registerNode": bool, "rotateCertificates": bool,
+    "serverTLSBootstrap": bool, "clusterDomain": str, "clusterDNS": [str], "staticPodPath": str,
+    "authentication": {"x509": {"clientCAFile": str}, "webhook": {"enabled": bool, "cacheTTL": str},
+                       "anonymous": {"enabled": bool}},
+    "authorization": {"mode": str, "webhook": {"cacheAuthorizedTTL": str, "cacheUnauthorizedTTL": str}},
+}
+#: maps of string keys: featureGates' values are booleans, evictionHard's strings
+_MAPS = {"featureGates": (bool, "bool"), "evictionHard": (str, "string")}
+#: v1beta1's other fields, read and left alone
+_OTHERS = frozenset("""
+enableServer podLogsDir syncFrequency fileCheckFrequency httpCheckFrequency staticPodURL staticPodURLHeader
+tlsCertFile tlsPrivateKeyFile tlsCipherSuites tlsMinVersion registryPullQPS registryBurst
+imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist eventRecordQPS eventBurst
+enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout
+nodeStatusUpdateFrequency nodeStatusReportFrequency nodeLeaseDurationSeconds imageMinimumGCAge imageMaximumGCAge
+imageGCHighThresholdPercent imageGCLowThresholdPercent volumeStatsAggPeriod kubeletCgroups systemCgroups cgroupRoot
+cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions cpuManagerReconcilePeriod
+memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved
+runtimeRequestTimeout hairpinMode podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod nodeStatusMaxImages
+maxOpenFiles contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls evictionSoft
+evictionSoftGracePeriod evictionPressureTransitionPeriod evictionMaxPodGracePeriod evictionMinimumReclaim
+mergeDefaultEvictionSettings podsPerCore enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains
+iptablesMasqueradeBit iptablesDropBit failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles
+containerLogMaxWorkers containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy systemReserved
+kubeReserved reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup
+enforceNodeAllocatable allowedUnsafeSysctls volumePluginDir providerID kernelMemcgNotification logging
+enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods
+shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory enableProfilingHandler enableDebugFlagsHandler
+seccompDefault memoryThrottlingFactor registerWithTaints tracing localStorageCapacityIsolation
+containerRuntimeEndpoint imageServiceEndpoint failCgroupV1 userNamespaces
+""".split())
+#: evictionHard when the file sets none (the kubelet's DefaultEvictionHard on Linux)
+DEFAULT_EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+                         "imagefs.available": "15%", "imagefs.inodesFree": "5%"}
+AUTHORIZATION_MODES = ("AlwaysAllow", "Webhook")
+
+
+class ConfigError(ValueError):
+    """A configuration the kubelet would not start with, in its words."""
+
+
+def load(path: str) -> dict:
+    """The file at `path`, decoded and defaulted (v1beta1 names); ConfigError as the kubelet's
+    `failed to load kubelet config file, path: ..., error: ...`."""
+    absolute = os.path.abspath(path)
+    try:
+        return defaulted(_decode(absolute))
+    except ConfigError as e:
+        raise ConfigError(f"failed to load kubelet config file, path: {path}, error: "
+                          f"failed to load Kubelet config file {path}, error {e}") from None
+
+
+def _decode(path: str) -> dict:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        why = e.strerror.lower() if e.strerror else str(e)
+        raise ConfigError(f'failed to read kubelet config file "{path}", error: open {path}: {why}') from None
+    if not data:
+        raise ConfigError(f'kubelet config file "{path}" was empty')
+    try:
+        doc, strict = configfile.load(data)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"failed to decode: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError("failed to decode: couldn't get version/kind; json parse error: json: cannot unmarshal "
+                          f"{configfile._json_type(doc)} into Go value of type struct {{ APIVersion string "
+                          '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }')
+    kind, api_version = doc.get("kind") or "", doc.get("apiVersion") or ""
+    if not kind:
+        raise ConfigError(f"failed to decode: Object 'Kind' is missing in '{data.decode(errors='replace').strip()}'")
+    if (api_version, kind) != (API_VERSION, KIND):
+        raise ConfigError(f'failed to decode: no kind "{kind}" is registered for version "{api_version}" in scheme '
+                          f'"{_SCHEME}"')
+    acted = {k: v for k, v in doc.items() if k in SCHEMA}
+    wrong = configfile.mistyped(acted, SCHEMA, KIND) or _map_mistyped(doc)
+    if wrong:
+        raise ConfigError(f"failed to decode: {wrong}")
+    unknown = [k for k in doc if k not in SCHEMA and k not in _MAPS and k not in _OTHERS]
+    unknown += configfile.unknown_fields({k: v for k, v in acted.items() if isinstance(SCHEMA[k], dict)}, SCHEMA)
+    strict += [f"unknown field {configfile.gofmt.quote(k)}" for k in unknown]
+    if strict:  # upstream decodes v1beta1 leniently after a strict error, and says so
+        log.info("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
+    return configfile.zeroed({k: _known(v, SCHEMA[k]) if k in SCHEMA else v for k, v in doc.items()
+                              if k in SCHEMA or k in _MAPS or k in _OTHERS}, SCHEMA)
+
+
+def _known(value: Any, schema: Any) -> Any:
+    """`value` without the fields its schema does not name (the lenient decoder drops them)."""
+    if isinstance(schema, dict) and isinstance(value, dict):
+        return {k: _known(v, schema[k]) for k, v in value.items() if k in schema}
+    return value
+
+
+def _map_mistyped(doc: dict) -> str | None:
+    for key, (want, go) in _MAPS.items():
+        value = doc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return (f"json: cannot unmarshal {configfile._json_type(value)} into Go struct field {KIND}.{key} of type "
+                    f"map[string]{go}")
+        for k, v in value.items():
+            if v is not None and (not isinstance(v, want) or (want is str and isinstance(v, bool))):
+                return (f"json: cannot unmarshal {configfile._json_type(v)} into Go struct field {KIND}.{key} of "
+                        f"type {go}")
+    return None
+
+
+def defaulted(doc: dict) -> dict:
+    """SetDefaults_KubeletConfiguration for the fields nanokube reports (a copy)."""
+    out = dict(doc)
+    out["address"] = out.get("address") or "0.0.0.0"
+    out["port"] = out.get("port") or 10250
+    out.setdefault("readOnlyPort", 0)
+    if out.get("healthzPort") is None:
+        out["healthzPort"] = 10248
+    out["healthzBindAddress"] = out.get("healthzBindAddress") or "127.0.0.1"
+    out["maxPods"] = out.get("maxPods") or 110
+    if out.get("registerNode") is None:
+        out["registerNode"] = True
+    auth = {k: dict(v or {}) for k, v in (out.get("authentication") or {}).items()}
+    auth.setdefault("x509", {})
+    webhook = auth.setdefault("webhook", {})
+    if webhook.get("enabled") is None:
+        webhook["enabled"] = True
+    webhook["cacheTTL"] = webhook.get("cacheTTL") or "2m0s"
+    anonymous = auth.setdefault("anonymous", {})
+    if anonymous.get("enabled") is None:
+        anonymous["enabled"] = False
+    out["authentication"] = auth
+    authz = {k: (dict(v or {}) if isinstance(v, dict) else v) for k, v in (out.get("authorization") or {}).items()}
+    authz["mode"] = authz.get("mode") or "Webhook"
+    authz_webhook = authz.setdefault("webhook", {})
+    authz_webhook["cacheAuthorizedTTL"] = authz_webhook.get("cacheAuthorizedTTL") or "5m0s"
+    authz_webhook["cacheUnauthorizedTTL"] = authz_webhook.get("cacheUnauthorizedTTL") or "30s"
+    out["authorization"] = authz
+    if out.get("evictionHard") is None:
+        out["evictionHard"] = dict(DEFAULT_EVICTION_HARD)
+    out["featureGates"] = dict(out.get("featureGates") or {})
+    return out
+
+
+def validate(cfg: dict) -> None:
+    """ValidateKubeletConfiguration's checks of the fields nanokube acts on; ConfigError as the
+    kubelet's start refuses them (upstream appends the whole configuration's Go dump, left out)."""
+    errs = []
+    if cfg["healthzPort"] != 0 and not 1 <= cfg["healthzPort"] <= 65535:
+        errs.append(f"invalid configuration: healthzPort (--healthz-port) {cfg['healthzPort']} must be between 1 and "
+                    "65535, inclusive")
+    if cfg["maxPods"] < 0:
+        errs.append(f"invalid configuration: maxPods (--max-pods) {cfg['maxPods']} must not be a negative number")
+    if not 1 <= cfg["port"] <= 65535:
+        errs.append(f"invalid configuration: port (--port) {cfg['port']} must be between 1 and 65535, inclusive")
+    if cfg["readOnlyPort"] != 0 and not 1 <= cfg["readOnlyPort"] <= 65535:
+        errs.append(f"invalid configuration: readOnlyPort (--read-only-port) {cfg['readOnlyPort']} must be between 0 "
+                    "and 65535, inclusive")
+    if errs:
+        joined = errs[0] if len(errs) == 1 else f"[{', '.join(errs)}]"
+        raise ConfigError(f"failed to validate kubelet configuration, error: {joined}")
+    if cfg["authorization"]["mode"] not in AUTHORIZATION_MODES:  # (BuildAuthz's, at start)
+        raise ConfigError(f"unknown authorization mode {cfg['authorization']['mode']}")

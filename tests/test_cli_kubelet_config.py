@@ -1,0 +1,71 @@
+"""`nanokube kubelet --config`: a KubeletConfiguration the kubelet would not start with is refused
+before it dials anything, in the kubelet's words (the file unread, empty, not v1beta1's kind, a
+field of the wrong type, a value validation refuses, one a flag given overrides); through
+cli.main in-process, as the command line runs it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from nanokube.cli import main
+
+HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def _refusal(tmp_path, capsys, text: str | None, *flags: str) -> str:
+    path = tmp_path / "config.yaml"
+    if text is not None:
+        path.write_text(text)
+    code = main(["kubelet", "--kubeconfig", str(tmp_path / "never.conf"), "--config", str(path), *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert not (tmp_path / "never.conf").exists()
+    return err
+
+
+@pytest.mark.parametrize("text, flags, error", [
+    (None, (), 'failed to read kubelet config file "{path}", error: open {path}: no such file or directory'),
+    ("", (), 'kubelet config file "{path}" was empty'),
+    ("apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n", (),
+     'failed to decode: no kind "KubeletConfiguration" is registered for version "kubelet.config.k8s.io/v1" in '
+     'scheme "pkg/kubelet/apis/config/scheme/scheme.go:34"'),
+    (HEAD + "port: \"10250\"\n", (),
+     "failed to decode: json: cannot unmarshal string into Go struct field KubeletConfiguration.port of type int32"),
+    (HEAD + "authentication:\n  anonymous:\n    enabled: \"no\"\n", (),
+     "failed to decode: json: cannot unmarshal string into Go struct field "
+     "KubeletConfiguration.authentication.anonymous.enabled of type bool"),
+    (HEAD + "featureGates:\n  NodeSwap: 1\n", (),
+     "failed to decode: json: cannot unmarshal number into Go struct field KubeletConfiguration.featureGates of "
+     "type bool"),
+])
+def test_a_file_the_kubelet_cannot_load_is_refused(tmp_path, capsys, text, flags, error):
+    path = os.path.abspath(tmp_path / "config.yaml")
+    err = _refusal(tmp_path, capsys, text, *flags)
+    assert err.splitlines() == [f"nanokube kubelet: failed to load kubelet config file, path: {tmp_path}/config.yaml, "
+                                f"error: failed to load Kubelet config file {tmp_path}/config.yaml, error "
+                                + error.format(path=path)]
+
+
+def test_the_merged_configuration_is_validated_a_flag_given_winning(tmp_path, capsys):
+    err = _refusal(tmp_path, capsys, HEAD + "port: 70000\nmaxPods: -1\n")
+    assert err.splitlines() == ["nanokube kubelet: failed to validate kubelet configuration, error: [invalid "
+                                "configuration: maxPods (--max-pods) -1 must not be a negative number, invalid "
+                                "configuration: port (--port) 70000 must be between 1 and 65535, inclusive]"]
+    # the flag over the file's valid port; the file's maxPods over the flags' default
+    err = _refusal(tmp_path, capsys, HEAD + "port: 10250\nreadOnlyPort: 10255\n", "--port", "0", "--read-only-port",
+                   "65536")
+    assert err.splitlines() == ["nanokube kubelet: failed to validate kubelet configuration, error: [invalid "
+                                "configuration: port (--port) 0 must be between 1 and 65535, inclusive, invalid "
+                                "configuration: readOnlyPort (--read-only-port) 65536 must be between 0 and 65535, "
+                                "inclusive]"]
+
+
+def test_an_unknown_authorization_mode_and_a_missing_client_ca_are_refused(tmp_path, capsys):
+    err = _refusal(tmp_path, capsys, HEAD + "authorization:\n  mode: RBAC\n")
+    assert err.splitlines() == ["nanokube kubelet: unknown authorization mode RBAC"]
+    missing = tmp_path / "ca.crt"
+    err = _refusal(tmp_path, capsys, HEAD + f"authentication:\n  x509:\n    clientCAFile: {missing}\n")
+    assert err.splitlines() == [f"nanokube kubelet: unable to load client CA file {missing}: open {missing}: no such "
+                                "file or directory"]
