@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from ...machinery import configfile, errors
+from ...machinery.configfile import unknown_fields
 from ...machinery.gojson import value_kind
 from ...machinery.validation import FieldError
-from ..auth.authentication_config import unknown_fields
 from .lookup import list_objects, object_name
 from .metrics import _PlainCounter
 from .pod_security_policy import LATEST, LEVELS, PRIVILEGED, RESTRICTED, evaluate, forbidden_detail, pluralize

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
 from ...machinery import configfile
-# (encryption/config.py takes these two from here too)
 from ...machinery.configfile import mistyped, unknown_fields
 from ...machinery.validation import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 from .. import serializer

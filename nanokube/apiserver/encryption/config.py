@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from ...machinery import configfile, featuregates, goduration, gofmt
+from ...machinery.configfile import mistyped, unknown_fields
 from ...machinery.validation import FieldError, Stringer, invalid, required
 from .. import serializer
-from ..auth.authentication_config import mistyped, unknown_fields
 from .value import (AESCBC, AESCBC_PREFIX, AESGCM, AESGCM_PREFIX, IDENTITY, KMSV2_PREFIX, SECRETBOX_PREFIX, Identity,
                     PrefixTransformers, Prefixed, Secretbox)
 
