@@ -777,6 +777,8 @@ class _Run:
         self.written = 0  # bytes written to stdout and stderr: WRITE_BUDGET's
         self.status = status
         self.exited = False
+        #: the root an interactive `chroot DIR` entered: the Shell reads its next lines there until `exit`
+        self.entered: str | None = None
         self.fs = fs
         self.stdin = stdin
         #: an interactive shell's, reading its terminal
@@ -1682,6 +1684,11 @@ class _Run:
             self.status = self._timeout(args)
         elif name == "chroot" and len(args) >= 2 and not args[0].startswith("-"):
             self.status = self._chroot(args[0], args[1:])
+        elif name == "chroot" and len(args) == 1 and not args[0].startswith("-") and self.stdin is _TERMINAL \
+                and not self.subshells and not self.captured:
+            self.status = self._cannot_change_root(args[0])
+            if not self.status:
+                self.entered = self._files().normal(args[0])
         elif name in (".", "source") and in_shell and args:
             self._source(args[0], args[1:])
         elif name in SHELLS and self._lacks(name):
@@ -1849,17 +1856,12 @@ class _Run:
         """`chroot NEWROOT COMMAND [ARG...]` (busybox's, or coreutils' in ubuntu's and debian's
         images): COMMAND run with its root at NEWROOT, as `kubectl debug node/N -- chroot /host
         cat /etc/os-release` is used. NEWROOT not a directory is chroot's error (busybox's 1,
-        GNU's 125), a COMMAND not there its 127. chroot without COMMAND (an interactive shell in
-        NEWROOT) is not simulated."""
-        fs = self._files()
+        GNU's 125), a COMMAND not there its 127. Without COMMAND, at an interactive shell, a shell
+        in NEWROOT reads the lines that follow until its `exit` (`run.entered`, the Shell's)."""
+        if error := self._cannot_change_root(new_root):
+            return error
         gnu = net.repository(self._image() or "") in ("ubuntu", "debian")
-        node = fs.lookup(new_root)
-        if not isinstance(node, Dir):
-            why = "No such file or directory" if node is None else "Not a directory"
-            self.err(f"chroot: cannot change root directory to '{new_root}': {why}\n" if gnu else
-                     f"chroot: can't change root directory to '{new_root}': {why}\n")
-            return 125 if gnu else 1
-        outer, self.fs = self.fs, fs.chrooted(new_root)
+        outer, self.fs = self.fs, self._files().chrooted(new_root)
         try:
             self.command(argv, in_shell=False)
         except _Unknown as e:
@@ -1871,6 +1873,18 @@ class _Run:
         finally:
             self.fs = outer
         return self.status
+
+    def _cannot_change_root(self, new_root: str) -> int:
+        """chroot's error where `new_root` is no directory (busybox's status 1, GNU's 125), else 0."""
+        node = self._files().lookup(new_root)
+        if isinstance(node, Dir):
+            return 0
+        why = "No such file or directory" if node is None else "Not a directory"
+        if net.repository(self._image() or "") in ("ubuntu", "debian"):
+            self.err(f"chroot: cannot change root directory to '{new_root}': {why}\n")
+            return 125
+        self.err(f"chroot: can't change root directory to '{new_root}': {why}\n")
+        return 1
 
     def _image(self) -> str | None:
         """The container's image, as its pod's spec names it."""
@@ -2197,6 +2211,9 @@ class Shell:
         self.functions: dict[str, object] = {}
         self.traps: dict[str, str] = {}
         self.pending = ""
+        #: the shells `chroot DIR` started, innermost last: the files and working directory of the
+        #: shell each `exit` goes back to
+        self.outer: list[tuple[Callable[[], ContainerFS], str]] = []
 
     def _files(self) -> ContainerFS:
         fs = self.files()
@@ -2255,10 +2272,17 @@ class Shell:
         self.vars, self.exported, self.functions, self.traps = run.vars, run.exported, run.functions, run.traps
         if isinstance(run.fs, ContainerFS):
             self.cwd = run.fs.cwd
+        exited = run.exited
+        if run.entered is not None:  # `chroot DIR`: busybox's `sh -i` in DIR reads the next lines
+            self.outer.append((self.files, self.cwd))
+            files, root = self.files, run.entered
+            self.files, self.cwd = (lambda: files().chrooted(root) or files()), "/"
+        elif exited and self.outer:  # its `exit` goes back to the shell that ran chroot
+            (self.files, self.cwd), exited = self.outer.pop(), False
         program = run.program()
         output = tuple(program.writes()) if program.repeat is None else itertools.chain(
             program.writes(), (e for e in program.repeat.timeline() if e[1] != "files"))
-        return Step(output, run.now, run.exited, run.wait)
+        return Step(output, run.now, exited, run.wait)
 
 
 _CANNOT_RUN = "sh: nanokube's simulated shell cannot run this line\n"

@@ -485,7 +485,8 @@ def test_chroot_into_the_nodes_root_runs_a_command_there(tmp_path):
     """`kubectl debug node/N -- chroot /host cat /etc/os-release`: the debugging pod mounts the
     node's / at /host (hostPath); chroot runs the command with its root there (relative paths from
     that root), what it writes lands on the node, on a draft only once its changes are made (at
-    the paths the container sees); a NEWROOT that is not a directory is busybox chroot's error."""
+    the paths the container sees); a NEWROOT that is not a directory is busybox chroot's error.
+    `chroot /host` alone at an interactive shell starts a shell there, until its `exit`."""
     node = tmp_path / "rootfs"
     (node / "etc").mkdir(parents=True)
     (node / "tmp").mkdir()
@@ -506,3 +507,13 @@ def test_chroot_into_the_nodes_root_runs_a_command_there(tmp_path):
     assert (node / "tmp" / "draft").read_text() == "later\n"
     assert run(files.container("debugger"), "chroot", "/nowhere", "ls") == (
         1, b"", "chroot: can't change root directory to '/nowhere': No such file or directory\n")
+    # typed at `kubectl debug -it node/N`'s shell: a shell in /host reads the next lines, its
+    # `exit` goes back to the debugger's own
+    shell = Shell(lambda: files.container("debugger"))
+    assert shell.line("chroot /host", T0).output == () and shell.prompt() == "/ # "
+    assert shell.line("cat /etc/os-release; ls", T0).output == (
+        (0, "stdout", b'PRETTY_NAME="node"\n'), (0, "stdout", "etc\ntmp\n"))
+    step = shell.line("exit 3", T0)
+    assert not step.exited and shell.status == 3
+    assert shell.line("ls /host/etc", T0).output == ((0, "stdout", "os-release\n"),)
+    assert shell.line("exit", T0).exited
