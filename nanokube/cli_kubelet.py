@@ -6,8 +6,8 @@ bootstrapping, node/bootstrap.py), writes the kubeconfig and acts as the node fr
 `--rotate-certificates` renews that certificate before it expires. The node is the agent `up`
 runs for each of its simulated nodes, of the shape of a pool of `--cluster` (up's file; up's
 default cluster without one): it registers its Node, renews its Lease, and runs the pods the
-scheduler binds to it. Its pod network range is the lowest no other node's address takes, as
-the node IPAM controller hands out the next free one. Its port (--secure-port, reported as the
+scheduler binds to it. Its pod network range follows from its address: --node-ip, else the lowest
+no other node's takes, as the node IPAM controller hands out the next free one. Its port (--secure-port, reported as the
 Node's kubelet endpoint, reached at its Hostname address, --hostname-override) serves the kubelet's
 endpoints, the API server's pods/log, exec, attach, portforward and nodes/proxy among them, to
 callers the API server vouches for (kubelet_auth.py), with a self-signed certificate, or with
@@ -26,6 +26,7 @@ import hashlib
 import ipaddress
 import logging
 import os
+import shutil
 import socket
 import sys
 from functools import partial
@@ -64,12 +65,20 @@ def add_parser(sub) -> None:
     p.add_argument("--hostname-override", default="", metavar="NAME",
                    help="the Hostname address the node reports, where the API server reaches its kubelet's port "
                         "(default: the host's name)")
+    p.add_argument("--node-ip", default="", metavar="IP",
+                   help="the node's InternalIP, one of the simulated nodes' range 172.18.0.2-172.19.0.1, which gives "
+                        "its pod network range; refused where another Node reports it (default: the lowest free one, "
+                        "or, where the node's credentials may not list Nodes, one of a hash of its name)")
     p.add_argument("--cluster", default=None, metavar="FILE",
                    help="`nanokube up`'s cluster file, whose pool gives the node its capacity, labels, taints and "
                         "devices (default: up's default cluster)")
     p.add_argument("--pool", default="", metavar="NAME", help="the pool of --cluster the node is one of (default: the first)")
-    p.add_argument("--runtime", choices=("simulated",), default="simulated",
-                   help="what runs the node's containers: simulated (as up's default runtime)")
+    p.add_argument("--runtime", choices=("simulated", "process"), default="simulated",
+                   help="what runs the node's containers: simulated (as up's default runtime) or process (real "
+                        "processes in network namespaces of the node's own, as up's --runtime process; needs root and "
+                        "ip), the node's pod network routed from this host")
+    p.add_argument("--root-dir", default="", metavar="DIR",
+                   help="where the kubelet keeps its state, the process runtime's (default: beside --kubeconfig)")
     component_server.add_arguments(p, SECURE_PORT)
     c = p.add_argument_group("kubelet configuration (each flag given overrides --config's field)")
     c.add_argument("--config", default="", metavar="FILE",
@@ -167,17 +176,19 @@ async def _client(creds: kubeconfig.Credentials) -> HTTPClient:
     return client
 
 
-async def _free_index(client: HTTPClient, name: str) -> int:
-    """The node's cluster-wide index: its own address's if its Node is registered, else the lowest
-    no Node's InternalIP takes. A node's own credentials read no other Node (the Node authorizer's
-    rule): such a node takes an index of its name's hash, past those `up`'s nodes number from 0."""
+async def _free_index(client: HTTPClient, name: str, wanted: int | None = None) -> int:
+    """The node's cluster-wide index: `wanted` (--node-ip's) unless another Node reports that
+    address (NodeIPTaken), else its own address's if its Node is registered, else the lowest no
+    Node's InternalIP takes. A node's own credentials read no other Node (the Node authorizer's
+    rule): such a node takes an index of its name's hash, past those `up`'s nodes number from 0,
+    and says it may collide (nor can it check `wanted`)."""
     from .machinery.errors import APIError
     from .node.agent import node_ip
 
     first = int(ipaddress.IPv4Address(node_ip(0)))
     nodes = client.resource("", "v1", "nodes")
     try:
-        if (own := _index_of(await nodes.get(name), first)) >= 0:
+        if wanted is None and (own := _index_of(await nodes.get(name), first)) >= 0:
             return own
     except APIError as e:
         if e.code != 404:
@@ -187,14 +198,48 @@ async def _free_index(client: HTTPClient, name: str) -> int:
     except APIError as e:
         if e.code != 403:
             raise
-        return _HASHED_FROM + int.from_bytes(hashlib.sha256(name.encode()).digest()[:4]) % _HASHED
+        if wanted is not None:
+            log.warning("May not list Nodes: cannot check that no other reports InternalIP %s", node_ip(wanted))
+            return wanted
+        hashed = _HASHED_FROM + int.from_bytes(hashlib.sha256(name.encode()).digest()[:4]) % (_NODES - _HASHED_FROM)
+        log.warning("May not list Nodes: InternalIP %s is of a hash of the node's name and another's may be the "
+                    "same; --node-ip picks one", node_ip(hashed))
+        return hashed
+    if wanted is not None:
+        for node in items:
+            if node["metadata"]["name"] != name and _index_of(node, first) == wanted:
+                raise NodeIPTaken(f"--node-ip {node_ip(wanted)}: node {node['metadata']['name']} already reports "
+                                  "that InternalIP")
+        return wanted
     taken = {_index_of(node, first) for node in items}
     return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
-#: where the indexes of nodes that may not list the others begin, and how many there are (the pod
-#: network's /24s: 10.0.0.0/8 holds 65536)
-_HASHED_FROM, _HASHED = 4096, 65536 - 4096
+#: how many nodes' addresses there are (as many as the pod network's /24s: 10.0.0.0/8 holds 65536), and
+#: where the indexes of nodes that may not list the others begin
+_NODES, _HASHED_FROM = 65536, 4096
+
+
+class NodeIPTaken(Exception):
+    """--node-ip is another Node's InternalIP: the kubelet does not start."""
+
+
+def _node_index(text: str) -> int | None:
+    """--node-ip's index among the simulated nodes' addresses (None without it); ValueError for an
+    address that is not one of them."""
+    from .node.agent import node_ip
+
+    if not text:
+        return None
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f'--node-ip: could not parse "{text}"') from None
+    index = int(ip) - int(ipaddress.IPv4Address(node_ip(0))) if ip.version == 4 else -1
+    if not 0 <= index < _NODES:
+        raise ValueError(f"--node-ip {text}: not a simulated node's address ({node_ip(0)}-"
+                         f"{node_ip(_NODES - 1)})")
+    return index
 
 
 def _index_of(node: dict, first: int) -> int:
@@ -214,13 +259,19 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         await bootstrap.bootstrap(args.kubeconfig, args.bootstrap_kubeconfig, args.cert_dir, name, _client)
     client = await _client(kubeconfig.load(args.kubeconfig, env={}))
     stop = component_cli.stop_on_signals()
-    nodes = runner = None
+    nodes = runner = runtime = None
     plain: list = []
     rotations: list[asyncio.Task] = []
     try:
-        joining = cluster.joining(name, await _free_index(client, name), args.pool, args.max_pods)
-        nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, **options_from_env())
+        joining = cluster.joining(name, await _free_index(client, name, args.node_index), args.pool, args.max_pods)
+        runtime = _runtime(args)
+        nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, runtime=runtime,
+                            **options_from_env())
         agent = nodes.agents[name]
+        if runtime is not None:
+            runtime.start([(name, agent.spec.index, agent.host_ip, agent.pod_cidr)])
+            runtime.net.route_from_host(name, agent.spec.index)
+            runtime.cluster_dns = tuple(args.cluster_dns or ())
         agent.hostname, agent.kubelet_port = args.hostname_override or socket.gethostname().lower(), args.secure_port
         agent.rotate_certificates = args.rotate_certificates and bool(args.bootstrap_kubeconfig)
         agent.server_tls_bootstrap = args.rotate_server_certificates
@@ -251,6 +302,8 @@ async def _run(args: argparse.Namespace, cluster) -> int:
                 await r.cleanup()
         if nodes is not None:
             await nodes.stop()
+        if runtime is not None:  # its cgroups and namespaces outlive the process
+            runtime.close()
         await client.close()
     log.info("kubelet stopped")
     return 0
@@ -295,6 +348,25 @@ async def _plain_ports(args: argparse.Namespace, kubelet) -> list:
     return runners
 
 
+def _process_runtime_problem() -> str:
+    """Why this host cannot run the process runtime ("" when it can)."""
+    if not sys.platform.startswith("linux"):
+        return "needs Linux"
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    return "" if shutil.which("ip") else "missing ip on PATH"
+
+
+def _runtime(args: argparse.Namespace):
+    """The process runtime for --runtime process (its state and namespaces' names of --root-dir), else None."""
+    if args.runtime != "process":
+        return None
+    from .node.runtime.netns import cluster_tag
+    from .node.runtime.process import ProcessRuntime
+
+    return ProcessRuntime(os.path.join(args.root_dir, "runtime"), cluster_tag(args.root_dir))
+
+
 def _client_ca(args: argparse.Namespace) -> bytes | None:
     """authentication.x509.clientCAFile's certificates; None: the kubeconfig's CA (no --config)."""
     if not args.client_ca_file:
@@ -337,6 +409,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         args.configured = configure(args)
         args.client_ca = _client_ca(args)
+        args.node_index = _node_index(args.node_ip)
         component_server.validate(args)
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
         cluster.joining(args.node_name, 0, args.pool)  # an unknown --pool is refused before bootstrapping
@@ -345,7 +418,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.node_name = args.node_name or socket.gethostname().lower()
     args.cert_dir = args.cert_dir or os.path.join(os.path.dirname(os.path.abspath(args.kubeconfig)), "pki")
+    args.root_dir = os.path.abspath(args.root_dir or os.path.dirname(os.path.abspath(args.kubeconfig)))
+    if args.runtime == "process" and (problem := _process_runtime_problem()):
+        print(f"nanokube kubelet: --runtime process: {problem}", file=sys.stderr)
+        return 2
     from .node.bootstrap import BootstrapError
 
     return component_cli.run("kubelet", lambda: asyncio.run(_run(args, cluster)), (component_server.ServeError,
-                                                                                  BootstrapError))
+                                                                                  BootstrapError, NodeIPTaken))

@@ -16,6 +16,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -185,6 +186,8 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
         assert proc.wait(timeout=30) == 0
         text = log_path.read_text()
         assert "forbidden" not in text, text  # its pod's kube-root-ca.crt watch by name is a node's to make
+        # a node's credentials may not list Nodes: its address is of its name's hash, and it says so
+        assert re.search(r"May not list Nodes: InternalIP 172\.1[89]\.\d+\.\d+ is of a hash of the node's name", text), text
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -300,6 +303,44 @@ def test_an_unknown_pool_is_refused_before_bootstrapping(tmp_path):
     assert not (tmp_path / "kubelet.conf").exists()
 
 
+def test_a_node_ip_outside_the_simulated_nodes_is_refused(tmp_path):
+    for ip, why in (("192.168.1.7", "not a simulated node's address (172.18.0.2-172.19.0.1)"),
+                    ("fd00::7", "not a simulated node's address (172.18.0.2-172.19.0.1)"),
+                    ("172.18.0.x", None)):
+        got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", str(tmp_path / "none.conf"),
+                              "--node-name", NODE, "--node-ip", ip], capture_output=True, text=True, timeout=60)
+        assert got.returncode == 2
+        assert got.stderr.splitlines() == [f"nanokube kubelet: --node-ip {ip}: {why}" if why
+                                           else f'nanokube kubelet: --node-ip: could not parse "{ip}"']
+
+
+def test_a_kubelet_takes_its_node_ip_and_another_may_not(cluster, tmp_path):
+    """--node-ip is the Node's InternalIP, and its pod network range follows from it; a second
+    kubelet given the same address, whose credentials may list Nodes, refuses to start."""
+    name, ip = "pinned-62", "172.18.40.9"  # index 10247: 10.244.0.0 + 10247 /24s, wrapped inside 10.0.0.0/8
+    with open(tmp_path / "kubelet.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
+                                 "--node-name", name, "--node-ip", ip, "--bind-address", "127.0.0.1",
+                                 "--secure-port", "0", "--hostname-override", "127.0.0.1"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        node = wait_for(lambda: json.loads(cluster.kubectl("get", "node", name, "-o", "json", "--ignore-not-found").stdout
+                                           or "null"), what=f"node {name} registered")
+        assert {"type": "InternalIP", "address": ip} in node["status"]["addresses"]
+        assert node["spec"]["podCIDR"] == "10.28.7.0/24"
+        got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
+                              "--node-name", "second-62", "--node-ip", ip, "--bind-address", "127.0.0.1",
+                              "--secure-port", "0"], capture_output=True, text=True, timeout=60)
+        assert got.returncode == 1, got.stderr
+        assert got.stderr.splitlines()[-1] == (
+            f"nanokube kubelet: --node-ip {ip}: node {name} already reports that InternalIP")
+        assert not cluster.kubectl("get", "node", "second-62", "--ignore-not-found", "-o", "name").stdout.strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        cluster.kubectl("delete", "node", name, "--ignore-not-found")
+
+
 def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
     """--config: a KubeletConfiguration, each flag given overriding its field (--port, --max-pods,
     featureGates gate by gate); an unknown field logged as upstream's lenient v1beta1 decoding logs
@@ -360,4 +401,56 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        cluster.kubectl("delete", "node", name, "--ignore-not-found")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
+                    reason="SKIPPED LOUDLY: the process runtime needs root and ip")
+def test_a_process_runtime_kubelet_s_pod_is_proxied_at_its_ip(cluster, tmp_path):
+    """--runtime process: the joined node runs its pod as a process in a network namespace of its
+    own and routes its pod network from the host; pods/proxy (through `kubectl proxy`) reaches the
+    pod's server at the pod's IP, as kube-apiserver dials it. Its namespaces go with it."""
+    from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+
+    name, namespace = "process-62", "node-join-process"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ("import http.server as h; h.ThreadingHTTPServer(('0.0.0.0', 8080), h.SimpleHTTPRequestHandler)"
+              ".serve_forever()")
+    with open(tmp_path / "kubelet.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
+                                 "--runtime", "process", "--root-dir", str(tmp_path), "--node-name", name,
+                                 "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                                 "--hostname-override", "127.0.0.1"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proxy = None
+    try:
+        cluster.kubectl("create", "namespace", namespace)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": name}, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "c", "image": "python", "command": ["python3", "-c", server],
+                                     "ports": [{"containerPort": 8080}]}]}}))
+        pod = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "-n", namespace, "web"))["status"].get("phase")
+                       == "Running" and p, what="the pod Running on the process node")
+        assert pod["spec"]["nodeName"] == name
+        proxy = subprocess.Popen([KUBECTL, "proxy", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+        local = int(re.search(r"127\.0\.0\.1:(\d+)", proxy.stdout.readline()).group(1))
+        url = f"http://127.0.0.1:{local}/api/v1/namespaces/{namespace}/pods/web:8080/proxy/"
+        listing = wait_for(lambda: "Directory listing" in (text := http_get(url)) and text, what="the pod's server")
+        assert "<title>Directory listing for /</title>" in listing
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        tag = f"{PREFIX}{cluster_tag(str(tmp_path))}-"
+        assert [n for n in list_netns() if n.startswith(tag)] == []
+    finally:
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(timeout=10)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
         cluster.kubectl("delete", "node", name, "--ignore-not-found")

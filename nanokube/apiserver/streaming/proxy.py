@@ -3,9 +3,11 @@ subresources that forward any HTTP request to a pod's port, a Service's
 ready endpoint or a node's kubelet (pkg/registry/core/{pod,service,node}
 ResourceLocation, apimachinery's UpgradeAwareHandler and proxy Transport).
 
-kube-apiserver dials the pod's IP itself; here the API server has no route
-into pod networks, so the connection is the node agent's port-forward to the
-pod's port (what `kubectl port-forward` uses), and a node's kubelet endpoints
+kube-apiserver dials the pod's IP itself, and so does this API server for a
+pod no agent of its own runs (a joined node's, whose pod network the node
+routes); an in-process agent's pod is reached through the agent's
+port-forward to the pod's port (what `kubectl port-forward` uses), as the API
+server may have no route into the pod networks it simulates. A node's kubelet endpoints
 are its agent's in-process server, or the kubelet dialled at the Node's
 address (kubelet.py) for a node no agent here runs. What the client sees is upstream's: the
 `[scheme:]name[:port]` forms, the request and response headers the reverse
@@ -19,6 +21,7 @@ import asyncio
 import contextlib
 import gzip
 import ipaddress
+import os
 import posixpath
 import random
 import re
@@ -40,6 +43,8 @@ from ..rest import WriteOptions
 from ...machinery.httpstream.transports import RawUpgrade, splice
 
 _COPY = 32 * 1024
+#: how long a dial of a pod's IP may take (the proxy transport's dialer's 30 s)
+DIAL_TIMEOUT = 30.0
 #: headers that describe one hop (httputil.ReverseProxy removes them both ways)
 _HOP = frozenset(("connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                   "trailer", "transfer-encoding", "upgrade"))
@@ -113,7 +118,7 @@ def unreachable(why: str) -> errors.APIError:
 
 
 class Backend:
-    """Where a proxied request goes: a pod's port through its node agent."""
+    """Where a proxied request goes: a pod's port through its node agent, or its IP without one."""
 
     def __init__(self, node: NodeStreaming | None, pod: dict, ip: str, port: str, scheme: str):
         self.node, self.pod, self.ip, self.port, self.scheme = node, pod, ip, port, scheme
@@ -128,14 +133,21 @@ class Backend:
         if not self.port.isdigit() or not 0 < int(self.port) < 65536:
             # Go's transport reads a host whose port is not a number as a host name to look up
             raise DialError(f"dial tcp: lookup {self.ip}:{self.port}: no such host")
-        if self.node is None:
-            raise DialError(f"dial tcp {self.host}: connect: no route to host")
-        md = self.pod["metadata"]
-        try:
-            reader, writer = await self.node.port_forward(md["namespace"], md["name"], md.get("uid", ""),
-                                                          int(self.port))
-        except (StreamFailed, OSError):
-            raise DialError(f"dial tcp {self.host}: connect: connection refused") from None
+        if self.node is None:  # no agent here runs it (a joined node's pod): its IP, as kube-apiserver dials it
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.ip, int(self.port)), DIAL_TIMEOUT)
+            except TimeoutError:
+                raise DialError(f"dial tcp {self.host}: i/o timeout") from None
+            except OSError as e:
+                why = os.strerror(e.errno).lower() if e.errno else str(e)
+                raise DialError(f"dial tcp {self.host}: connect: {why}") from None
+        else:
+            md = self.pod["metadata"]
+            try:
+                reader, writer = await self.node.port_forward(md["namespace"], md["name"], md.get("uid", ""),
+                                                              int(self.port))
+            except (StreamFailed, OSError):
+                raise DialError(f"dial tcp {self.host}: connect: connection refused") from None
         if self.scheme == "https":  # the proxy transport does not verify the backend's certificate
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
@@ -254,7 +266,7 @@ class ProxySubresources:
             with contextlib.suppress(errors.APIError):
                 pod = self._get("pods", ref.get("namespace"), ref.get("name", ""))
         if pod is None or ip not in {i.get("ip") for i in (pod.get("status") or {}).get("podIPs") or []}:
-            return Backend(None, {}, ip, port, scheme)  # not a pod a node agent runs: no route to it
+            return Backend(None, {}, ip, port, scheme)  # not a pod a node agent runs: dialled at its address
         return Backend(self._agent(pod), pod, ip, port, scheme)
 
     async def _node(self, request: web.Request, name: str, port: str, sub: str) -> web.StreamResponse:

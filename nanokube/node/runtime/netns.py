@@ -38,6 +38,8 @@ PREFIX = "nkr-"
 BRIDGE = "nkbr0"
 GATEWAY = "172.18.0.1/16"
 POD_GATEWAY = "169.254.1.1"
+#: the links between the host and a node routed from it (route_from_host): shared address space
+HOST_LINKS = "100.64.0.0/10"
 _CLONE_NEWNET = 0x40000000
 
 
@@ -204,6 +206,24 @@ class ClusterNetwork:
             for other, (_, other_ip, other_cidr) in self.nodes.items():
                 if other != name:
                     ip("route", "add", other_cidr, "via", other_ip, netns=ns)
+
+    def route_from_host(self, node: str, index: int) -> None:
+        """Route `node`'s podCIDR from the host's own namespace, as a real node's pod network is
+        routed to it (a joined node's: the API server on this host dials its pods' IPs): a veth
+        from the host into the node namespace, on a /30 of HOST_LINKS picked by the node's index,
+        gone (and its route with it) with the namespace."""
+        ns, _, cidr = self.nodes[node]
+        links = ipaddress.IPv4Network(HOST_LINKS)
+        base = int(links.network_address) + (index % (links.num_addresses // 4)) * 4
+        host_end, node_end = ipaddress.IPv4Address(base + 1), ipaddress.IPv4Address(base + 2)
+        link = self.prefix + "h"
+        ip("link", "del", link, check=False)
+        ip("link", "add", link, "type", "veth", "peer", "name", "host0", "netns", ns)
+        ip("addr", "add", f"{host_end}/30", "dev", link)
+        ip("link", "set", link, "up")
+        ip("addr", "add", f"{node_end}/30", "dev", "host0", netns=ns)
+        ip("link", "set", "host0", "up", netns=ns)
+        ip("route", "replace", cidr, "via", str(node_end))
 
     def listen(self, address: str, port: int) -> socket.socket:
         """A socket listening at `address:port` for every node and pod (an IPv4 address
