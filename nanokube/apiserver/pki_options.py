@@ -204,7 +204,7 @@ def client_trust(o: PKIOptions, pki, signers: dict[str, tuple[str, str]]) -> byt
         return pki.ca.cert_pem
     with open(o.serving[0], "rb") as f:
         chain = _certificates(f.read())
-    known = [*chain[1:], *_certificates(pki.ca.cert_pem)]
+    known = [*chain, *_certificates(pki.ca.cert_pem)]  # (the chain's: a root it ends in, or a self-signed leaf)
     for path in ([o.client_ca] if o.client_ca else []) + [cert for cert, _ in signers.values()]:
         with open(path, "rb") as f:
             known += _certificates(f.read())

@@ -1,12 +1,18 @@
-"""`nanokube up`'s certificate and key flags refused as kube-apiserver refuses them: before anything
-starts, with the flag's line."""
+"""`nanokube up`'s certificate and key flags: refused as kube-apiserver refuses them, before anything
+starts, with the flag's line; the CA clients are told to trust."""
 
 from __future__ import annotations
 
-import pytest
+import datetime as dt
 
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from nanokube.apiserver.pki_options import PKIOptions, client_trust
 from nanokube.cli import main
-from nanokube.pki.ca import new_ca
+from nanokube.pki.ca import KeyPair, ensure_pki, issue, new_ca
 
 
 @pytest.mark.parametrize("flags, said", [
@@ -29,3 +35,30 @@ def test_a_bad_flag_stops_up_with_its_line(flags, said, tmp_path, capsys):
     argv = ["up", "--data-dir", str(tmp_path / "d"), "--store", "memory", *(f.format(**paths) for f in flags)]
     assert main(argv) == 2
     assert said.format(**paths) in capsys.readouterr().err
+
+
+def test_clients_trust_the_ca_that_issued_the_given_serving_certificate(tmp_path, caplog):
+    """The admin kubeconfig's, cluster-info's and kube-root-ca.crt's CA for --tls-cert-file: the
+    root of an intermediate the file carries after the leaf, where the client CAs hold it."""
+    root = new_ca("operator-root")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    mid = KeyPair(x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "mid")]))
+                  .issuer_name(root.cert.subject).public_key(key.public_key()).serial_number(1)
+                  .not_valid_before(now).not_valid_after(now + dt.timedelta(days=1))
+                  .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                  .sign(root.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM),
+                  key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
+    leaf = issue(mid, "apiserver", server=True)
+    (tmp_path / "chain.crt").write_bytes(leaf.cert_pem + mid.cert_pem)
+    (tmp_path / "clients.crt").write_bytes(root.cert_pem)
+    pki = ensure_pki(str(tmp_path))
+    given = PKIOptions(serving=(str(tmp_path / "chain.crt"), "unused.key"), client_ca=str(tmp_path / "clients.crt"))
+    assert client_trust(given, pki, {}) == root.cert_pem
+    assert client_trust(PKIOptions(), pki, {}) == pki.ca.cert_pem  # up's own serving certificate
+    (tmp_path / "self.crt").write_bytes(own := new_ca("self-signed").cert_pem)
+    assert client_trust(PKIOptions(serving=(str(tmp_path / "self.crt"), "unused.key")), pki, {}) == own
+    (tmp_path / "leaf.crt").write_bytes(leaf.cert_pem)  # no CA up knows issued it
+    assert client_trust(PKIOptions(serving=(str(tmp_path / "leaf.crt"), "unused.key")), pki, {}) == pki.ca.cert_pem
+    assert "no CA nanokube knows issued --tls-cert-file's certificate" in caplog.text

@@ -1,0 +1,88 @@
+"""The serving certificate and client CAs read from files again when they change: a new
+connection gets what the files hold now, a pair that does not load keeps the last good one."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import threading
+
+from nanokube.apiserver.serving_tls import SNICert, ServingTLS
+from nanokube.pki.ca import issue, new_ca
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _write(path, data: bytes) -> str:
+    path.with_suffix(".tmp").write_bytes(data)
+    os.replace(path.with_suffix(".tmp"), path)
+    return str(path)
+
+
+def _handshake(tls: ServingTLS, tmp_path, client=None, server_name=None) -> tuple[bytes, dict | None]:
+    """(the certificate the server served, the client certificate it verified) of one connection."""
+    a, b = socket.socketpair()
+    got: dict = {}
+
+    def serve() -> None:
+        try:
+            with tls.context().wrap_socket(a, server_side=True) as s:
+                got["peer"] = s.getpeercert()
+                s.recv(1)
+        except (ssl.SSLError, OSError) as e:
+            got["error"] = e
+
+    t = threading.Thread(target=serve)
+    t.start()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    if client is not None:
+        ctx.load_cert_chain(_write(tmp_path / "c.crt", client.cert_pem), _write(tmp_path / "c.key", client.key_pem))
+    served = b""
+    try:  # (a refused client certificate may end the connection before or after the client's write)
+        with ctx.wrap_socket(b, server_hostname=server_name) as c:
+            served = c.getpeercert(True)
+            c.send(b"x")
+    except (ssl.SSLError, OSError):
+        pass
+    t.join(10)
+    return served, got.get("peer")
+
+
+def test_rotated_files_are_served_to_new_connections(tmp_path):
+    import cryptography.x509 as x509
+    from cryptography.hazmat.primitives import serialization
+
+    der = lambda pem: x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
+    ca, other_ca, front = new_ca("one"), new_ca("two"), new_ca("front")
+    first = issue(ca, "server", ips=("127.0.0.1",), server=True)
+    cert, key = _write(tmp_path / "s.crt", first.cert_pem), _write(tmp_path / "s.key", first.key_pem)
+    clients = _write(tmp_path / "clients.crt", ca.cert_pem)
+    sni = issue(ca, "sni", dns_names=("*.example.test",), server=True)
+    clock = Clock()
+    tls = ServingTLS((cert, key), clients, front.cert_pem,
+                     [SNICert(_write(tmp_path / "n.crt", sni.cert_pem), _write(tmp_path / "n.key", sni.key_pem))],
+                     monotonic=clock)
+    alice, bob = issue(ca, "alice", client=True), issue(other_ca, "bob", client=True)
+    served, peer = _handshake(tls, tmp_path, alice)
+    assert served == der(first.cert_pem) and peer["subject"] == ((("commonName", "alice"),),)
+    assert _handshake(tls, tmp_path, server_name="api.example.test")[0] == der(sni.cert_pem)
+    second = issue(ca, "server", ips=("127.0.0.1",), server=True)
+    _write(tmp_path / "s.crt", second.cert_pem)  # the certificate before its key: does not load yet
+    clock.t += 1
+    assert _handshake(tls, tmp_path)[0] == der(first.cert_pem)
+    _write(tmp_path / "s.key", second.key_pem)
+    _write(tmp_path / "clients.crt", other_ca.cert_pem)
+    assert _handshake(tls, tmp_path)[0] == der(first.cert_pem)  # (looked at no more than once a second)
+    clock.t += 1
+    served, peer = _handshake(tls, tmp_path, bob)
+    assert served == der(second.cert_pem) and peer["subject"] == ((("commonName", "bob"),),)
+    assert tls.client_ca_pem == other_ca.cert_pem
+    assert _handshake(tls, tmp_path, alice)[1] is None  # the CA taken out of the file verifies no one
