@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from ..machinery import configfile
+from ..machinery import configfile, gofmt
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _decode(path: str) -> dict:
         raise ConfigError(f"failed to decode: {wrong}")
     unknown = [k for k in doc if k not in SCHEMA and k not in _MAPS and k not in _OTHERS]
     unknown += configfile.unknown_fields({k: v for k, v in acted.items() if isinstance(SCHEMA[k], dict)}, SCHEMA)
-    strict += [f"unknown field {configfile.gofmt.quote(k)}" for k in unknown]
+    strict += [f"unknown field {gofmt.quote(k)}" for k in unknown]
     if strict:  # upstream decodes v1beta1 leniently after a strict error, and says so
         log.info("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
     return configfile.zeroed({k: _known(v, SCHEMA[k]) if k in SCHEMA else v for k, v in doc.items()

@@ -361,7 +361,8 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "address": "127.0.0.1",
         "port": 10250, "readOnlyPort": read_only, "healthzPort": healthz, "maxPods": 7,
         "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "noSuchField": 1,
-        "authentication": {"x509": {"clientCAFile": str(tmp_path / "ca.crt")}, "anonymous": {"enabled": False}},
+        "authentication": {"x509": {"clientCAFile": str(tmp_path / "ca.crt"), "extra": 1},
+                           "anonymous": {"enabled": False}},
         "featureGates": {"HPAScaleToZero": True, "DRAResourcePoolStatus": True}}))
     with open(tmp_path / "kubelet.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
@@ -396,7 +397,7 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         assert ('Using lenient decoding as strict decoding failed: err=strict decoding error: unknown field '
-                '"noSuchField"') in (tmp_path / "kubelet.log").read_text()
+                '"noSuchField", unknown field "authentication.x509.extra"') in (tmp_path / "kubelet.log").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
