@@ -172,8 +172,7 @@ class MetricsProvider:
                 continue
             out.append({
                 "kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                "metadata": {"name": md["name"], "namespace": md.get("namespace"), "creationTimestamp":
-                             self.clock.rfc3339(), "labels": md.get("labels") or {}},
+                "metadata": _metadata(md, self.clock.rfc3339()),
                 "timestamp": timestamp, "window": window,
                 "containers": [{"name": c, "usage": {"cpu": cpu_quantity(u.cpu), "memory": memory_quantity(u.memory)}}
                                for c, u in usage.items()],
@@ -205,8 +204,7 @@ class MetricsProvider:
                 if capacity is not None:
                     mem = with_leak(mem, _integer(capacity), MEMORY_THRESHOLD)
             out.append({"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                        "metadata": {"name": md["name"], "creationTimestamp": self.clock.rfc3339(),
-                                     "labels": md.get("labels") or {}},
+                        "metadata": _metadata(md, self.clock.rfc3339()),
                         "timestamp": timestamp, "window": window,
                         "usage": {"cpu": cpu_quantity(cpu + SYSTEM_CPU),
                                   "memory": memory_quantity(mem)}})
@@ -376,3 +374,12 @@ def _selector_object(selector: str) -> dict:
 
 
 _OPERATORS = {"!=": "NotIn", "in": "In", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}
+
+
+def _metadata(md: dict, now: str) -> dict:
+    """A PodMetrics' or NodeMetrics' metadata, as metrics-server's: its object's name, namespace
+    and labels (none when it has none: ObjectMeta's omitempty), created now."""
+    out = {"name": md["name"], "namespace": md.get("namespace"), "creationTimestamp": now}
+    if md.get("labels"):
+        out["labels"] = md["labels"]
+    return {k: v for k, v in out.items() if v is not None}

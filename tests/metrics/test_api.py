@@ -72,6 +72,13 @@ async def test_resource_metrics_get_list_table_and_not_found(env):
     r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/a")
     pm = await r.json()
     assert pm["kind"] == "PodMetrics" and [c["name"] for c in pm["containers"]] == ["c", "d"]
+    assert pm["metadata"]["labels"] == {"app": "x"}
+    pods = client.resource("", "v1", "pods")  # a pod without labels: none, as metrics-server's ObjectMeta omits them
+    bare = await pods.create({"metadata": {"name": "bare", "namespace": "default"},
+                              "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+    await pods.update({**bare, "status": {"phase": "Running"}}, subresource="status")
+    r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/bare")
+    assert (await r.json())["metadata"].keys() == {"name", "namespace", "creationTimestamp"}
     r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
                        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     table = await r.json()
