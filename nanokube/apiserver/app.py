@@ -47,7 +47,7 @@ from . import componentstatus, controlplane, discovery, expect, healthz, serving
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
-from .serving_tls import ServingTLS, peer_issuer
+from .serving_tls import ServingTLS, peer_certificate, signed_by
 from .http_errors import StatusAppRunner, http_exceptions, internal_error, status_response
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
@@ -634,16 +634,16 @@ class APIServer:
 
     def _cert_identity(self, cert: dict | None, transport) -> tuple[bool, User | None]:
         """(a request-header CA's certificate of an allowed name, the user it is as a client CA's
-        certificate), worked out once per connection from the CAs its certificate's issuer is among."""
+        certificate), worked out once per connection from which CAs signed its certificate."""
         if not cert:
             return False, None
         known = self._certs.get(id(cert))
         if known is None or known[0] is not cert:
             if len(self._certs) >= 4096:
                 self._certs.clear()
-            issuer, tls = peer_issuer(transport), self.serving_tls()
-            known = self._certs[id(cert)] = (cert, issuer in tls.requestheader_issuers and self.requestheader.allows(cert),
-                                             user_from_cert(cert) if issuer in tls.client_issuers else None)
+            proxy, client = signed_by(self.serving_tls(), peer_certificate(transport))
+            known = self._certs[id(cert)] = (cert, proxy and self.requestheader.allows(cert),
+                                             user_from_cert(cert) if client else None)
         return known[1], known[2]
 
     async def authenticate_token(self, token: str, audit: dict[str, str] | None = None,

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,9 @@ class ServingTLS:
                                    *(p for c in self.sni for p in (c.cert, c.key))) if isinstance(s, str)]
         self._seen: tuple = ()
         self._checked = float("-inf")
-        #: the issuers a client certificate may name, of users' and of front proxies' certificates
+        #: the CAs of users' and of front proxies' certificates, and their subjects
+        self.client_cas: list[x509.Certificate] = []
+        self.requestheader_cas: list[x509.Certificate] = []
         self.client_issuers: frozenset[x509.Name] = frozenset()
         self.requestheader_issuers: frozenset[x509.Name] = frozenset()
         self.client_ca_pem = self.requestheader_ca_pem = b""
@@ -121,6 +124,7 @@ class ServingTLS:
             ctx = _context(cert, _read(c.key), trust)
             by_name += [(n.lower(), ctx) for n in c.names or names_of(cert)]
         self._default, self._by_name = default, by_name
+        self.client_cas, self.requestheader_cas = clients, proxies
         self.client_issuers = frozenset(c.subject for c in clients)
         self.requestheader_issuers = frozenset(c.subject for c in proxies)
         self.client_ca_pem, self.requestheader_ca_pem = client_ca, requestheader_ca
@@ -149,11 +153,37 @@ class ServingTLS:
             conn.context = ctx
 
 
-def peer_issuer(transport) -> x509.Name | None:
-    """The issuer of a connection's (verified) client certificate."""
+def peer_certificate(transport) -> x509.Certificate | None:
+    """A connection's (verified) client certificate."""
     obj = transport.get_extra_info("ssl_object") if transport else None
     der = obj.getpeercert(True) if obj is not None else None
-    return x509.load_der_x509_certificate(der).issuer if der else None
+    return x509.load_der_x509_certificate(der) if der else None
+
+
+def _signed(cert: x509.Certificate, cas: list[x509.Certificate]) -> bool:
+    for ca in cas:
+        try:
+            cert.verify_directly_issued_by(ca)
+            return True
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+    return False
+
+
+def signed_by(tls: ServingTLS, cert: x509.Certificate | None) -> tuple[bool, bool]:
+    """(whether a front proxies' CA issued `cert`, whether a users' CA did). The handshake verified
+    its chain against both sets together, so where only one set has a CA of its issuer's name, that
+    set's CA signed it; where both have one (an operator's two CAs both named `kubernetes`), the
+    signature tells (~0.3 ms): by the name alone, the front proxy CA's certificates would be users,
+    system:masters among them, which upstream's x509 authenticator, verifying against the client
+    CAs alone, refuses."""
+    if cert is None:
+        return False, False
+    proxies = [ca for ca in tls.requestheader_cas if ca.subject == cert.issuer]
+    users = [ca for ca in tls.client_cas if ca.subject == cert.issuer]
+    if proxies and users:
+        return _signed(cert, proxies), _signed(cert, users)
+    return bool(proxies), bool(users)
 
 
 def _context(cert_pem: bytes, key_pem: bytes, trust: bytes) -> ssl.SSLContext:

@@ -60,3 +60,25 @@ def test_a_connections_certificate_is_judged_by_its_issuer_once(tmp_path):
     stranger = issue(new_ca("other-ca"), "mallory", client=True).cert_pem  # (TLS would not have verified it)
     assert server._cert_identity({"subject": ((("commonName", "mallory"),),)}, _Transport(stranger)) == (False, None)
     assert server._cert_identity(None, None) == (False, None)
+
+
+def test_a_front_proxy_ca_named_as_the_client_ca_makes_no_users(tmp_path):
+    """An operator's client CA and request-header CA may share a subject (both `kubernetes`): the
+    handshake verified the certificate against both, so its signature, not its issuer's name, says
+    which CA it is of. A certificate of the front-proxy CA is no user (system:masters least of all),
+    as upstream's x509 authenticator verifies against the client CAs alone; the client CA's are."""
+    from nanokube.apiserver.app import APIServer
+    from nanokube.apiserver.serving_tls import ServingTLS
+    from nanokube.store.memory import MemoryStore
+
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    users_ca, proxies_ca = new_ca("kubernetes"), new_ca("kubernetes")
+    server.tls = ServingTLS((pki.server.cert_pem, pki.server.key_pem), users_ca.cert_pem, proxies_ca.cert_pem)
+    masters = {"subject": ((("commonName", "front-proxy-client"),), (("organizationName", "system:masters"),))}
+    forged = issue(proxies_ca, "front-proxy-client", organizations=("system:masters",), client=True).cert_pem
+    assert server._cert_identity(masters, _Transport(forged)) == (True, None)  # the front proxy's, no user
+    real = dict(masters)  # (another connection's certificate: judged on its own)
+    admin = issue(users_ca, "front-proxy-client", organizations=("system:masters",), client=True).cert_pem
+    front, user = server._cert_identity(real, _Transport(admin))
+    assert not front and (user.name, user.groups) == ("front-proxy-client", ("system:masters", "system:authenticated"))
