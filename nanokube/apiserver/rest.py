@@ -182,9 +182,10 @@ def _meta(obj: dict) -> dict:
 def _revision(resource_version: str) -> int:
     """A resourceVersion parameter as ParseResourceVersion reads it (strconv.ParseUint): ASCII digits only,
     no sign, space or underscore (which int() takes), below 2^64; otherwise the 400 of an invalid one."""
-    if not (resource_version.isascii() and resource_version.isdigit()) or int(resource_version) >= 2**64:
+    digits = resource_version.lstrip("0") or "0"  # (counted before int(), which refuses over 4300 of them)
+    if not (resource_version.isascii() and resource_version.isdigit()) or len(digits) > 20 or int(digits) >= 2**64:
         raise errors.bad_request(f'invalid resource version "{resource_version}"')
-    return int(resource_version)
+    return int(digits)
 
 
 def _object_revision(resource_version: Any) -> int | None:
