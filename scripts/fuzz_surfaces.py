@@ -50,6 +50,29 @@ fuzz61 (session 43) added:
   rotated, providers reordered, broken, nested, huge, an absent KMS plugin, removed), every object read
   back at the end with every key.
 
+fuzz62 (session 44) added:
+
+- `kubelet`: `nanokube kubelet --bootstrap-kubeconfig` joined to up's server by a bootstrap token, running
+  a pod; its HTTPS port hit with drawn paths (/pods, /logs, /containerLogs, /exec, /attach, /portForward,
+  /run, /metrics, /configz, /healthz, /flagz, /debug/flags/v, traversals, encodings, 3,000 segments),
+  queries, methods, upgrade headers and credentials (none, the admin's client certificate, one of a CA
+  nobody trusts (which must not be answered 2xx), the bootstrap token, ServiceAccount tokens with and
+  without system:kubelet-api-admin, garbage and non-UTF-8 tokens); the same paths through nodes/proxy;
+  and the joined node's own certificate at the API server (its Node, Lease, CSRs, pods, another node's
+  objects, which it must not write); the kubelet must stop on SIGTERM with no traceback in its log;
+- `configs`: `up` started with a drawn file of each kind it reads (--tracing-config-file,
+  --authentication-config, --authorization-config, --encryption-provider-config, --audit-policy-file,
+  --admission-control-config-file, --scheduler-config, --audit-webhook-config-file) and `nanokube
+  scheduler --config`: a value at a drawn path replaced (odd types, nulls, huge numbers) or gone, unknown
+  fields, or text of odd form (cut, repeated keys, aliases, deep, tags, other encodings), with odd -v,
+  --vmodule and --logging-format now and then: each must start or stop within 60 s with its error and
+  no traceback, a started `up` answer a few requests and stop on SIGTERM;
+- `tracing`: `up` with --tracing-config-file sampling every request: drawn traceparent, tracestate and
+  baggage headers on reads, writes and watches by the admin and a ServiceAccount; PUT /debug/flags/v with
+  drawn bodies; /flagz and /statusz asked for in each form; `bootstrap`'s CSRs drawn with SANs, key types,
+  extensions and attributes of every kind, and PEMs cut, doubled or wrapped in junk; `watch`'s
+  resourceVersions older, odder and longer.
+
 Oracle: no 5xx (a webhook's, an adapter's, and a mutating policy's patch of the kind, upstream's too,
 aside), an answer within --slow seconds, every 4xx a Status of its code, /readyz after a broken
 request, and no traceback in up's log. Broken requests are printed and written, one JSON line each, to
@@ -57,7 +80,8 @@ request, and no traceback in up's log. Broken requests are printed and written, 
 family (gates: all its starts together); the families run in the order given, on one `up`.
 
     .venv/bin/python scripts/fuzz_surfaces.py --seed 60 --minutes 2 shaped status psa policies crds dra \
-        workloads metrics ui quota eviction storage bootstrap watch restart auth encryption gates
+        workloads metrics ui quota eviction storage bootstrap watch kubelet configs restart auth encryption \
+        tracing gates
 """
 
 from __future__ import annotations
@@ -69,6 +93,7 @@ import json
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,6 +136,7 @@ class Probe:
 
     def __init__(self, kubeconfig: str, args, family: str):
         self.raw = Raw(kubeconfig, timeout=args.slow + 30)
+        self.home = self.raw  # (the API server's, where p.raw is swapped for another server's)
         self.kubeconfig, self.args, self.family = kubeconfig, args, family
         self.requests = self.broken = 0
         self.slowest = (0.0, "")
@@ -139,7 +165,8 @@ class Probe:
         if code >= 500 and not _external(answer) and not (  # (auth: WithAuthorization's plain 500 for a webhook's error)
                 self.family == "auth" and isinstance(answer, bytes) and answer.startswith(b"Internal Server Error: ")):
             self.report(method, path, body, f"{code}: {str(answer)[:600]}")
-        elif 400 <= code < 500 and path.startswith(("/api", "/apis")) and not _status(answer, code):
+        elif 400 <= code < 500 and path.startswith(("/api", "/apis")) and not _PROXIED.search(path) \
+                and not _status(answer, code):
             self.report(method, path, body, f"{code} not a Status: {str(answer)[:300]}")
         if code in self.args.show:
             sig = (method, re.sub(r"/[^/]*[0-9][^/]*(?=/|$|\?)", "/N", path.split("?")[0]), code,
@@ -161,8 +188,16 @@ class Probe:
             print(f"BROKEN {self.family}: {method} {path[:160]} -> {why[:400]}", flush=True)
         with open(self.args.out, "a") as f:
             f.write(json.dumps(line, default=str) + "\n")
-        if self.raw.request("GET", "/readyz")[0] != 200:
+        try:
+            ready = self.home.request("GET", "/readyz")[0]
+        except (OSError, http.client.HTTPException):  # (a keep-alive connection the server closed while idle)
+            ready = self.home.request("GET", "/readyz")[0]
+        if ready != 200:
             print("  /readyz is not ok after it", flush=True)
+
+
+#: a path whose answer is the backend's (a kubelet's plain text through nodes/proxy)
+_PROXIED = re.compile(r"/proxy(/|\?|$)")
 
 
 def _external(answer) -> bool:
@@ -173,7 +208,10 @@ def _external(answer) -> bool:
     # eviction's Status 500 for two budgets and its propagateDryRun's error; a list's too-large version, a 504)
     return bool(re.search(r"failed calling webhook|webhook \S+ failed: |more than one PodDisruptionBudget|"
                           r"Non-matching dry-run options|Too large resource version|service unavailable|error trying to reach service|"
-                          r"the server is currently unable|timeout|Timeout|unknown conversion|is registered for|adapter-said|^b'EOF",
+                          r"the server is currently unable|timeout|Timeout|unknown conversion|is registered for|adapter-said|^b'EOF|"
+                          # (the kubelet's: a stream request that does not upgrade, a /run command that failed)
+                          r"^b'Upgrade request required|^b'command '.*' exited with|^b'container not found|"
+                          r"^b'failed to exec in container|invalid upgrade response: status code",
                           text))
 
 
@@ -1674,31 +1712,54 @@ def family_storage(p: Probe, rng: random.Random, until: float) -> None:
                 p.send("DELETE", f"/api/v1/namespaces/{NS}/pods/sp{n - 5}")
 
 
-def _csr(rng: random.Random, n: int) -> dict:
-    """A CertificateSigningRequest a joining node might send (its PEM, CN, O, key, signer, usages drawn)."""
+def _csr(rng: random.Random, n: int, node: str = "n1") -> dict:
+    """A CertificateSigningRequest a joining or serving node might send (its PEM, CN, O, key, SANs,
+    extensions, attributes, signer, usages drawn, some malformed)."""
     import base64
+    import ipaddress
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import NameOID
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.x509.oid import AttributeOID, ExtendedKeyUsageOID, NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1()) if rng.random() < 0.8 else rsa.generate_private_key(65537, 2048)
-    names = [x509.NameAttribute(NameOID.COMMON_NAME, rng.choice(["system:node:n1", "system:node:", "alice", "system:node:" + "a" * 50])),
+    key = rng.choice([lambda: ec.generate_private_key(ec.SECP256R1())] * 6 + [
+        lambda: ec.generate_private_key(ec.SECP384R1()), lambda: rsa.generate_private_key(65537, 2048),
+        lambda: rsa.generate_private_key(65537, 1024), ed25519.Ed25519PrivateKey.generate])()
+    names = [x509.NameAttribute(NameOID.COMMON_NAME, rng.choice([f"system:node:{node}", "system:node:", "alice",
+                                                                  "system:node:" + "a" * 50])),
              x509.NameAttribute(NameOID.ORGANIZATION_NAME, rng.choice(["system:nodes", "system:masters", "x"]))]
-    builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(names[:rng.choice([1, 2, 2])]))
-    if rng.random() < 0.3:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName("n1"), x509.RFC822Name("a@b")]), False)
-    pem = builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
-    pem = rng.choice([pem] * 6 + [b"garbage", pem + pem, pem.replace(b"REQUEST", b"REQUESTX"), pem[:100], b"",
-                                  pem.replace(b"\n", b"\r\n")])
+    if rng.random() < 0.1:
+        names += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                  x509.NameAttribute(NameOID.COUNTRY_NAME, "US")]
+    builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(names[:rng.choice([1, 2, 2, len(names)])]))
+    if rng.random() < 0.5:
+        builder = builder.add_extension(x509.SubjectAlternativeName(rng.sample([
+            x509.DNSName(node), x509.DNSName("*.example.com"), x509.DNSName("a" * 300), x509.RFC822Name("a@b"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(ipaddress.ip_address("::1")),
+            x509.UniformResourceIdentifier("spiffe://x/y")], rng.randint(1, 4))), False)
+    if rng.random() < 0.2:
+        builder = builder.add_extension(x509.BasicConstraints(ca=rng.random() < 0.5, path_length=None), True)
+    if rng.random() < 0.2:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(rng.sample(
+            [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.CODE_SIGNING], 2)), False)
+    if rng.random() < 0.1:
+        builder = builder.add_attribute(AttributeOID.CHALLENGE_PASSWORD, b"secret")
+    pem = builder.sign(key, None if isinstance(key, ed25519.Ed25519PrivateKey) else hashes.SHA256()).public_bytes(
+        serialization.Encoding.PEM)
+    body = pem.split(b"-----", 3)[2] if pem.count(b"-----") >= 4 else pem
+    pem = rng.choice([pem] * 8 + [b"garbage", pem + pem, pem.replace(b"REQUEST", b"REQUESTX"), pem[:100], b"",
+                                  pem.replace(b"\n", b"\r\n"), b"junk before\n" + pem + b"junk after\n",
+                                  pem.replace(body, body[:-10] + b"AAAAAAAAAA"),
+                                  pem.replace(b"CERTIFICATE REQUEST", b"CERTIFICATE"), pem.replace(b"\n", b"")])
     return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
             "metadata": {"name": f"node-csr-{n}-{rng.randrange(1000)}"},
             "spec": {"request": base64.b64encode(pem).decode() if rng.random() < 0.95 else "!!",
                      "signerName": rng.choice(["kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving",
                                                "kubernetes.io/kube-apiserver-client", "example.com/x", "x"]),
                      "usages": rng.choice([["digital signature", "client auth"], ["client auth"], ["key encipherment", "server auth",
-                                          "digital signature"], [], ["bogus"], ["client auth", "client auth"]]),
+                                          "digital signature"], ["digital signature", "server auth"], [], ["bogus"],
+                                          ["client auth", "client auth"], ["server auth", "client auth"]]),
                      **({"expirationSeconds": rng.choice([600, 599, 2**31, 0, -1])} if rng.random() < 0.3 else {})}}
 
 
@@ -1766,11 +1827,15 @@ def _watch(p: Probe, path: str, read_for: float) -> None:
         conn.request("GET", path, headers={"Accept": "application/json"})
         r = conn.getresponse()
         p.codes[r.status] = p.codes.get(r.status, 0) + 1
-        if r.status >= 500 and not _external(text := r.read(600).decode(errors="replace")):
-            p.report("GET", path, None, f"{r.status}: {text}")
-        elif r.status >= 400:
-            answer = json.loads(r.read() or b"{}")
-            if not _status(answer, r.status):
+        if r.status >= 400:
+            raw = r.read()
+            try:
+                answer = json.loads(raw or b"{}")
+            except ValueError:
+                answer = raw
+            if r.status >= 500 and not _external(answer):
+                p.report("GET", path, None, f"{r.status}: {str(answer)[:600]}")
+            elif not _status(answer, r.status):
                 p.report("GET", path, None, f"{r.status} not a Status: {str(answer)[:300]}")
         else:
             conn.sock.settimeout(read_for)
@@ -1803,7 +1868,8 @@ def family_watch(p: Probe, rng: random.Random, until: float) -> None:
                             ("sendInitialEvents", ["true", "false", "x", ""]),
                             ("resourceVersionMatch", ["NotOlderThan", "Exact", "x", "", "notolderthan"]),
                             ("resourceVersion", ["", "0", rv, str(int(rv) + 10**6) if rv.isdigit() else "9", "x", "-1",
-                                                 "1", str(2**64)]),
+                                                 "1", str(2**64), "2", "00", " 1", "1.5", "9" * 5000,
+                                                 str(max(int(rv) - 1, 1)) if rv.isdigit() else "1"]),
                             ("labelSelector", ["a=b", "a in (", "!a", "x" * 70 + "=y"]),
                             ("fieldSelector", ["metadata.name=x", "spec.nodeName=", "status.phase!=Running", "x=y", "a==b==c"]),
                             ("limit", ["1", "0", "-1", "x"]), ("continue", ["x", "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"]),
@@ -1816,6 +1882,226 @@ def family_watch(p: Probe, rng: random.Random, until: float) -> None:
             p.send("POST", f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": f"w{n}"}, "data": {"a": "b"}})
         if n % 7 == 0:
             p.send("DELETE", f"/api/v1/namespaces/{NS}/configmaps/w{n - 3}")
+
+
+KUBELET_PATHS = ["/pods", "/pods/", "/runningpods/", "/configz", "/healthz", "/healthz/ping", "/healthz/syncloop",
+                 "/healthz/x", "/metrics", "/metrics/resource", "/metrics/cadvisor", "/metrics/probes", "/metrics/x",
+                 "/stats/summary", "/stats/", "/logs/", "/logs/pods/", "/logs/pods", "/logs/../etc/passwd", "/logs/pods/{pod}/",
+                 "/logs/pods/{pod}/c/", "/logs/pods/{pod}/c/0.log", "/logs/pods/{pod}/c/0.log/x", "/logs/pods/{pod}/../../x",
+                 "/containerLogs/{ns}/{name}/c", "/containerLogs/{ns}/{name}/x", "/containerLogs/{ns}//c", "/containerLogs/{ns}/{name}",
+                 "/exec/{ns}/{name}/c", "/exec/{ns}/{name}/{uid}/c", "/exec/{ns}/{name}/x", "/exec/{ns}/{name}",
+                 "/attach/{ns}/{name}/c", "/portForward/{ns}/{name}", "/portForward/{ns}/{name}/{uid}", "/portForward/{ns}/x",
+                 "/run/{ns}/{name}/c", "/run/{ns}/{name}/{uid}/c", "/flagz", "/statusz", "/debug/flags/v", "/debug/pprof/",
+                 "/", "", "//pods", "/%2e%2e/pods", "/pods%00", "/exec/{ns}/{name}/c%2f..", "/x" * 3000, "/%C3%A9", "/%ff"]
+KUBELET_QUERIES = ["", "command=echo&command=hi&stdout=1", "stdin=1&stdout=1&stderr=1&tty=1&command=sh", "stdout=true",
+                   "command=", "tailLines=-1", "tailLines=x", "limitBytes=0", "sinceSeconds=-5", "sinceTime=x",
+                   "follow=true&timestamps=true", "follow=x", "previous=true", "cmd=echo%20hi", "cmd=false", "cmd=",
+                   "ports=80", "ports=x", "timeout=1s", "x=" + "y" * 9000, "%zz", "stdout=1&command=" + "a" * 5000]
+
+
+def _join(p: Probe, d: Path, token: str, node: str) -> tuple[subprocess.Popen, int, Path]:
+    """`nanokube kubelet --bootstrap-kubeconfig` (a bootstrap token's) joining p's server as `node` on a
+    free local port: its process, its port and its log."""
+    import socket
+
+    import yaml
+
+    cfg = yaml.safe_load(open(p.kubeconfig))["clusters"][0]["cluster"]
+    (d / "bootstrap.conf").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "b",
+        "clusters": [{"name": "c", "cluster": {"server": cfg["server"],
+                                               "certificate-authority-data": cfg["certificate-authority-data"]}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "b", "context": {"cluster": "c", "user": "u"}}]}))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = d / "kubelet.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig",
+                                 str(d / "bootstrap.conf"), "--kubeconfig", str(d / "kubelet.conf"), "--node-name", node,
+                                 "--bind-address", "127.0.0.1", "--secure-port", str(port), "--hostname-override",
+                                 "127.0.0.1"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return proc, port, log
+
+
+def _node_request(p: Probe, as_node: Raw, rng: random.Random, node: str, n: int) -> None:
+    """One request by a node's own credentials (system:node:<node>): its Node, Lease, CSRs (serving
+    ones of drawn shape), pods and what they use, another node's objects (which the Node authorizer
+    and NodeRestriction refuse: a 2xx for a write to another node's is broken)."""
+    other = rng.choice(["node-0", "node-1", "nope"])
+    method, path, body, ctype = rng.choice([
+        ("GET", f"/api/v1/nodes/{node}", None, None), ("GET", f"/api/v1/nodes/{other}", None, None),
+        ("GET", "/api/v1/nodes", None, None), ("GET", f"/api/v1/nodes?fieldSelector=metadata.name%3D{node}", None, None),
+        ("PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [{"type": "Ready", "status": rng.choice(
+            ["True", "x", ""])}], "capacity": {"cpu": rng.choice(["4", "-1", "x"])}}}, "application/strategic-merge-patch+json"),
+        ("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {rng.choice(
+            ["node-role.kubernetes.io/control-plane", "node-restriction.kubernetes.io/x", "kubernetes.io/hostname",
+             "example.com/x"]): "x"}}, "spec": rng.choice([{}, {"taints": []}, {"podCIDR": "10.9.0.0/24"}])},
+         "application/merge-patch+json"),
+        ("PATCH", f"/api/v1/nodes/{other}", {"metadata": {"labels": {"x": "y"}}}, "application/merge-patch+json"),
+        ("DELETE", f"/api/v1/nodes/{other}", None, None),
+        ("GET", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{rng.choice([node, other])}", None, None),
+        ("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{other}",
+         {"metadata": {"name": other}, "spec": {"holderIdentity": node}}, None),
+        ("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", _csr(rng, n, node), None),
+        ("GET", "/apis/certificates.k8s.io/v1/certificatesigningrequests", None, None),
+        ("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{rng.choice([node, other, ''])}", None, None),
+        ("GET", f"/api/v1/namespaces/{NS}/pods/on-joined", None, None),
+        ("GET", f"/api/v1/namespaces/kube-system/secrets/{rng.choice(['x', 'bootstrap-token-fz62ab'])}", None, None),
+        ("GET", f"/api/v1/namespaces/{NS}/configmaps/kube-root-ca.crt", None, None),
+        ("POST", f"/api/v1/namespaces/{NS}/pods", {"metadata": {"name": f"mirror-{n}", "annotations": {
+            "kubernetes.io/config.mirror": "x"}}, "spec": {"nodeName": rng.choice([node, other]), "containers": [
+                {"name": "c", "image": "busybox"}]}}, None),
+        ("POST", f"/api/v1/namespaces/{NS}/serviceaccounts/default/token", {"spec": {"audiences": [rng.choice(
+            ["api", "x"])], "boundObjectRef": {"kind": "Pod", "name": "on-joined", "apiVersion": "v1"}}}, None),
+        ("POST", f"/api/v1/namespaces/{NS}/pods/on-joined/eviction", {"metadata": {"name": "on-joined"}}, None),
+        ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {"spec": {"resourceAttributes": {
+            "verb": "update", "resource": "nodes", "name": other}}}, None)])
+    raw, p.raw = p.raw, as_node
+    try:
+        code = p.send(method, path, body, ctype=ctype or "application/json")[0]
+    finally:
+        p.raw = raw
+    if 200 <= code < 300 and method in ("PATCH", "PUT", "DELETE") and other in path:
+        p.report(method, path, body, f"{code}: node {node} wrote another node's object")
+
+
+def family_kubelet(p: Probe, rng: random.Random, until: float) -> None:
+    """A kubelet joined by a bootstrap token (`nanokube kubelet --bootstrap-kubeconfig`) running a pod, its
+    HTTPS port hit with drawn paths (its /pods, /logs, /exec, /portForward, /run, /metrics, /configz,
+    /healthz, traversals, encodings), queries, methods, upgrade headers and credentials (none, the admin's
+    client certificate, one no CA of its signed, the node's bootstrap token, a ServiceAccount's token with
+    and without system:kubelet-api-admin, garbage), and the same paths through the API server's
+    nodes/proxy. 5xx allowed: the kubelet's `Upgrade request required` and /run's failed command."""
+    import base64
+    import ssl
+
+    from nanokube.pki.ca import issue, new_ca
+
+    d = Path(tempfile.mkdtemp(prefix="fz62-kubelet-"))
+    tid, secret, node = "fz62ab", "".join(rng.choice("abcdefghij0123456789") for _ in range(16)), "fz62-joined"
+    p.send("POST", "/api/v1/namespaces/kube-system/secrets", {
+        "metadata": {"name": f"bootstrap-token-{tid}"}, "type": "bootstrap.kubernetes.io/token",
+        "stringData": {"token-id": tid, "token-secret": secret, "usage-bootstrap-authentication": "true",
+                       "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token"}})
+    proc, port, log = _join(p, d, f"{tid}.{secret}", node)
+    kubelet = Raw(p.kubeconfig, timeout=p.args.slow + 30)
+    kubelet.host, kubelet.port = "127.0.0.1", port
+    kubelet.ctx.check_hostname, kubelet.ctx.verify_mode = False, ssl.CERT_NONE  # (its certificate is self-signed)
+    admin = kubelet.ctx
+    anonymous = ssl.create_default_context()
+    anonymous.check_hostname, anonymous.verify_mode = False, ssl.CERT_NONE
+    stranger = ssl.create_default_context()  # a client certificate of a CA nobody trusts, for system:masters
+    stranger.check_hostname, stranger.verify_mode = False, ssl.CERT_NONE
+    pair = issue(new_ca("fz62-stranger"), "admin", organizations=("system:masters",))
+    (d / "s.crt").write_bytes(pair.cert_pem)
+    (d / "s.key").write_bytes(pair.key_pem)
+    stranger.load_cert_chain(d / "s.crt", d / "s.key")
+    pod = {"metadata": {"name": "on-joined"}, "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                                                       "tolerations": [{"operator": "Exists"}],
+                                                       "containers": [{"name": "c", "image": "busybox", "command": [
+                                                           "sh", "-c", "echo hi; sleep 3600"]}]}}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and p.raw.request("GET", f"/api/v1/nodes/{node}")[0] != 200:
+            time.sleep(0.5)
+        p.send("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+        uid = ""
+        while time.monotonic() < deadline:
+            code, _, got = p.raw.request("GET", f"/api/v1/namespaces/{NS}/pods/on-joined")
+            if code == 200 and got.get("status", {}).get("phase") == "Running":
+                uid = got["metadata"]["uid"]
+                break
+            time.sleep(0.5)
+        if not uid:
+            p.report("GET", "pods/on-joined", None, f"the joined node's pod not Running in 60 s: {log.read_text()[-2000:]}")
+        p.send("POST", f"/api/v1/namespaces/{NS}/serviceaccounts", {"metadata": {"name": "fz62-viewer"}})
+        p.send("POST", f"/api/v1/namespaces/{NS}/serviceaccounts", {"metadata": {"name": "fz62-kubelet-admin"}})
+        p.send("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "metadata": {"name": "fz62-kubelet-admin"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                    "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "fz62-kubelet-admin", "namespace": NS}]})
+        tokens = {}
+        for sa in ("fz62-viewer", "fz62-kubelet-admin"):
+            got = p.send("POST", f"/api/v1/namespaces/{NS}/serviceaccounts/{sa}/token", {"spec": {}})[2]
+            tokens[sa] = (got.get("status") or {}).get("token", "x") if isinstance(got, dict) else "x"
+        pod_dir = f"{NS}_on-joined_{uid}"
+        as_node = Raw(p.kubeconfig, timeout=p.args.slow + 30)
+        as_node.ctx = ssl.create_default_context()
+        as_node.ctx.check_hostname, as_node.ctx.verify_mode = False, ssl.CERT_NONE
+        as_node.ctx.load_cert_chain(d / "pki" / "kubelet-client-current.pem")
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+            path = rng.choice(KUBELET_PATHS).format(ns=rng.choice([NS, NS, "default", "..", "%2F"]),
+                                                    name=rng.choice(["on-joined"] * 3 + ["nope", "on-joined%00"]),
+                                                    uid=rng.choice([uid, uid, "x"]), pod=rng.choice([pod_dir, pod_dir, "x"]))
+            query = "&".join(rng.sample(KUBELET_QUERIES, rng.choice([0, 1, 1, 2])))
+            path += ("?" + query) if query else ""
+            method = rng.choice(["GET"] * 6 + ["POST", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS", "BREW"])
+            headers = {}
+            if rng.random() < 0.3 and method != "HEAD":
+                headers.update(rng.choice([
+                    {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                     "Sec-WebSocket-Key": base64.b64encode(rng.randbytes(16)).decode(),
+                     "Sec-WebSocket-Protocol": rng.choice(["v5.channel.k8s.io", "v4.channel.k8s.io", "portforward.k8s.io", "x", ""])},
+                    {"Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": rng.choice(
+                        ["v4.channel.k8s.io", "portforward.k8s.io", "x"])},
+                    {"Connection": "Upgrade", "Upgrade": "x"}, {"Connection": "upgrade, keep-alive"},
+                    {"Accept-Encoding": "gzip"}, {"Accept": rng.choice(["application/json", "x/y", "*/*;q=x"])},
+                    {"Range": "bytes=5-2"}, {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}]))
+            body = rng.choice([None, None, b"", b"x" * rng.choice([1, 70_000]), b"{"]) if method != "BREW" else None
+            who = rng.choice(["admin", "admin", "anonymous", "stranger", "bootstrap", "fz62-viewer", "fz62-kubelet-admin",
+                              "garbage", "via-api", "node", "node"])
+            if who == "via-api":  # the API server's nodes/proxy, with its own kubelet client certificate
+                p.send(method, f"/api/v1/nodes/{node}/proxy{path}", body, ctype="text/plain", headers=headers)
+                continue
+            if who == "node":  # the joined node's own client certificate, at the API server
+                _node_request(p, as_node, rng, node, n)
+                continue
+            kubelet.ctx = {"admin": admin, "stranger": stranger}.get(who, anonymous)
+            kubelet.conn = None
+            bearer = {"bootstrap": f"{tid}.{secret}", "garbage": rng.choice(["x", "a.b", "", "\u00e9", "Bearer x" * 900]),
+                      **tokens}.get(who)
+            if bearer is not None:
+                headers["Authorization"] = "Bearer " + bearer
+            if who == "stranger":  # (its handshake is refused, or it is no one: never an answer for system:masters)
+                p.requests += 1
+                try:
+                    code = kubelet.request(method, path, body, ctype="text/plain", headers=headers)[0]
+                except (OSError, http.client.HTTPException):
+                    code = 0
+                if 200 <= code < 300 and not path.startswith("/healthz"):
+                    p.report(method, path, body, f"{code} for a client certificate no CA it trusts signed")
+                continue
+            raw, p.raw = p.raw, kubelet
+            try:
+                p.send(method, path, body, ctype="text/plain", headers=headers)
+            except Exception as e:  # http.client refuses what it cannot send: nothing reached the kubelet
+                print(f"(not sent: {e!r:.100})")
+            finally:
+                p.raw = raw
+            if n % 50 == 0 and proc.poll() is not None:
+                p.report("-", "kubelet", None, f"the kubelet exited {proc.returncode}: {log.read_text()[-2000:]}")
+                break
+    finally:
+        proc.terminate()
+        try:
+            if proc.wait(timeout=30) != 0:
+                p.report("-", "kubelet", None, f"the kubelet exited {proc.returncode} on SIGTERM")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            p.report("-", "kubelet", None, "the kubelet did not stop in 30 s of SIGTERM")
+        for tb in tracebacks(log.read_text(errors="replace")):
+            print(f"BROKEN kubelet: a traceback in the kubelet's log:\n{tb}", flush=True)
+            p.broken += 1
+        p.send("DELETE", f"/api/v1/namespaces/{NS}/pods/on-joined?gracePeriodSeconds=0")
+        p.send("DELETE", f"/api/v1/nodes/{node}")
+        p.send("DELETE", f"/api/v1/namespaces/kube-system/secrets/bootstrap-token-{tid}")
+        p.send("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/fz62-kubelet-admin")
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _encryption_config(rng: random.Random, keys: list[tuple[str, str]]) -> str:
@@ -1902,15 +2188,260 @@ def family_encryption(args, rng: random.Random, until: float, totals: dict) -> N
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _traceparent(rng: random.Random) -> str:
+    """A W3C traceparent of a drawn shape: mostly well formed, else a bad version, length, id or flags."""
+    version = rng.choice(["00"] * 6 + ["01", "ff", "0", "zz", "FF", ""])
+    trace = rng.choice(["%032x" % rng.getrandbits(128)] * 5 + ["0" * 32, "A" * 32, "a" * 31, "a" * 33, "g" * 32, ""])
+    span = rng.choice(["%016x" % rng.getrandbits(64)] * 5 + ["0" * 16, "b" * 15, "B" * 16, "x" * 16])
+    flags = rng.choice(["01", "00", "01", "ff", "02", "1", "zz", "011"])
+    text = "-".join([version, trace, span, flags])
+    return rng.choice([text] * 6 + [text + "-extra", text + "-", text.replace("-", "_"), text + "," + text, " " + text,
+                                    "x" * 10_000, "-" * 55, text[:-1], "00-" + "a" * 32 + "-" + "b" * 16 + "-01\t"])
+
+
+def family_tracing(args, rng: random.Random, until: float, totals: dict) -> None:
+    """`up` with --tracing-config-file (every request sampled, spans exported to a port nobody serves):
+    requests, writes and watches carrying drawn traceparent, tracestate and baggage headers, by the admin
+    (whose context is the span's parent) and by a ServiceAccount (whose is only a link); PUT /debug/flags/v
+    with drawn bodies, /flagz and /statusz asked for in each form and odd ones. At the end -v is put back
+    and the server must still answer."""
+    d = Path(tempfile.mkdtemp(prefix="fz62-tracing-"))
+    (d / "tracing.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\n"
+                                    "endpoint: 127.0.0.1:9\nsamplingRatePerMillion: 1000000\n")
+    totals["starts"] = totals.get("starts", 0) + 1
+    server = start_cluster(d / "up", args.store, ("--tracing-config-file", str(d / "tracing.yaml")))
+    p = Probe(server.kubeconfig, args, "tracing")
+    bearer = _bearer(p)
+    try:
+        p.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+        p.send("POST", f"/api/v1/namespaces/{NS}/serviceaccounts", {"metadata": {"name": "tracer"}})
+        got = p.send("POST", f"/api/v1/namespaces/{NS}/serviceaccounts/tracer/token", {"spec": {}})[2]
+        token = (got.get("status") or {}).get("token", "x") if isinstance(got, dict) else "x"
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+            headers = {"traceparent": _traceparent(rng)}
+            if rng.random() < 0.4:
+                headers["tracestate"] = rng.choice(["a=b", "a=b," * 40, "=", "x" * 600, "k@v=1", "a=b,a=c", ""])
+            if rng.random() < 0.3:
+                headers["baggage"] = rng.choice(["k=v", "k=v;p=1", "k=v," * 300, "=v", "k=%zz", "\u00e9=1"])
+            if rng.random() < 0.1:
+                headers["traceparent"] = [headers["traceparent"], _traceparent(rng)]  # (sent twice)
+            r = rng.random()
+            if r < 0.5:
+                method, path, body = rng.choice([
+                    ("GET", f"/api/v1/namespaces/{NS}/configmaps?limit=2", None), ("GET", "/api/v1/nodes", None),
+                    ("POST", f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"generateName": "t"}, "data": {"a": "b"}}),
+                    ("GET", "/healthz", None), ("GET", "/version", None), ("GET", "/openapi/v2", None),
+                    ("DELETE", f"/api/v1/namespaces/{NS}/configmaps?limit=5", None),
+                    ("PATCH", f"/api/v1/namespaces/{NS}/serviceaccounts/tracer", {"metadata": {"labels": {"n": str(n)}}})])
+            elif r < 0.65:
+                method, path, body = "GET", f"/api/v1/namespaces/{NS}/configmaps?watch=1&timeoutSeconds=1", None
+            elif r < 0.85:
+                method, path, body = "PUT", "/debug/flags/v", rng.choice([
+                    "0", "2", "4", "-1", "+3", "", " ", "3\n", "x", "1e3", "0x10", "9" * 12, "0" * 5000 + "1", "9" * 5000,
+                    "\u0663", "2147483647", "-2147483648", "2147483648"]).encode()
+            else:
+                method, path, body = rng.choice(["GET", "GET", "POST", "HEAD"]), rng.choice(
+                    ["/flagz", "/statusz", "/debug/flags", "/debug/flags/", "/debug/flags/x", "/debug/flags/v/x"]), None
+                headers["Accept"] = rng.choice([
+                    "text/plain", "application/json", "application/json;as=Flagz;v=v1alpha1;g=config.k8s.io",
+                    "application/json;as=Statusz;v=v1alpha1;g=config.k8s.io", "application/json;as=Flagz;v=v1;g=config.k8s.io",
+                    "*/*", "x/y", "application/json;as=" + "x" * 5000, "text/plain;q=x", ""])
+            multi = headers.pop("traceparent") if isinstance(headers.get("traceparent"), list) else None
+            if multi:
+                headers["traceparent"] = multi[0]  # (http.client sends a header once: the other as Traceparent)
+                headers["Traceparent"] = multi[1]
+            try:
+                if path.endswith("timeoutSeconds=1"):
+                    _watch(p, path, 0.3)
+                elif rng.random() < 0.3 and not path.startswith(("/debug", "/flagz", "/statusz")):
+                    _send_as(p, bearer, method, path, body, token)
+                else:
+                    p.send(method, path, body, ctype="text/plain" if path == "/debug/flags/v" else "application/json",
+                           headers=headers)
+            except Exception as e:  # http.client refuses what it cannot send: nothing reached the server
+                print(f"(not sent: {e!r:.100})")
+        p.send("PUT", "/debug/flags/v", b"0", ctype="text/plain", expect=200)
+        p.send("GET", f"/api/v1/namespaces/{NS}/configmaps?limit=1", expect=200)
+    finally:
+        server.stop()
+        _tally("tracing", server, p, totals)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+#: a good file of each kind `up` takes, by its flag (the webhook kubeconfig names a server nobody serves)
+CONFIGS = {
+    "--tracing-config-file": {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "TracingConfiguration",
+                              "endpoint": "127.0.0.1:9", "samplingRatePerMillion": 1000},
+    "--authentication-config": {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthenticationConfiguration",
+                                "anonymous": {"enabled": True, "conditions": [{"path": "/livez"}, {"path": "/readyz"}]}},
+    "--authorization-config": {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthorizationConfiguration",
+                               "authorizers": [{"type": "Node", "name": "node"}, {"type": "RBAC", "name": "rbac"}]},
+    "--encryption-provider-config": {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "EncryptionConfiguration",
+                                     "resources": [{"resources": ["secrets", "configmaps"], "providers": [
+                                         {"aescbc": {"keys": [{"name": "k1", "secret": "c2VjcmV0IGlzIHNlY3VyZSwgcGFzc3dvcmQgaXMgcGFzc3dvcmQ="}]}},
+                                         {"secretbox": {"keys": [{"name": "k2", "secret": "YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXoxMjM0NTY="}]}},
+                                         {"identity": {}}]}]},
+    "--audit-policy-file": {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                            "rules": [{"level": "None", "resources": [{"group": "", "resources": ["events"]}]},
+                                      {"level": "RequestResponse", "verbs": ["create"], "namespaces": ["default"]},
+                                      {"level": "Metadata"}]},
+    "--admission-control-config-file": {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+                                        "plugins": [{"name": "PodSecurity", "configuration": {
+                                            "apiVersion": "pod-security.admission.config.k8s.io/v1",
+                                            "kind": "PodSecurityConfiguration", "defaults": {"enforce": "baseline"},
+                                            "exemptions": {"namespaces": ["kube-system"]}}},
+                                            {"name": "ResourceQuota", "configuration": {
+                                                "apiVersion": "apiserver.config.k8s.io/v1", "kind": "ResourceQuotaConfiguration",
+                                                "limitedResources": [{"resource": "pods", "matchContains": ["nvidia.com/gpu"]}]}}]},
+    "--scheduler-config": {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                           "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+                               {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                                   "type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1}]}}}]}]},
+    "--audit-webhook-config-file": {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                                    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+                                    "contexts": [{"name": "c", "context": {"cluster": "c"}}]},
+}
+ODD_VALUES = [None, "", "x", -1, 0, 1, 2**63, 10**30, 1.5, True, [], {}, [None], {"a": 1}, "\u00e9" * 300, "1e999",
+              "-1s", "0s", "999999h", "a" * 70_000, "::", "unix:///nonexistent.sock", "../../x", "*"]
+
+
+def _config_text(rng: random.Random, good: dict) -> str:
+    """A file of `good`'s kind: good, a value at a drawn path replaced or gone, an unknown field, or text
+    of odd form (cut, repeated keys, aliases, deep, huge numbers, tags, other encodings)."""
+    import json as js
+
+    import yaml
+
+    doc = copy.deepcopy(good)
+    r = rng.random()
+    if r < 0.55:
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            paths = [p for p in _paths(doc) if p]
+            if not paths:
+                break
+            path = rng.choice(paths)
+            what = rng.random()
+            parent = doc
+            for k in path[:-1]:
+                parent = parent[k]
+            if what < 0.15 and isinstance(parent, dict):
+                del parent[path[-1]]
+            elif what < 0.25 and isinstance(parent, dict):
+                parent[rng.choice(["x", "Endpoint", "kind ", "apiVersion"]) + rng.choice(["", "2"])] = \
+                    copy.deepcopy(rng.choice(ODD_VALUES))
+            else:
+                parent[path[-1]] = copy.deepcopy(rng.choice(ODD_VALUES))
+    text = js.dumps(doc) if rng.random() < 0.2 else yaml.safe_dump(doc, sort_keys=False, width=10**6)
+    if r >= 0.55 and r < 0.95:
+        first = text.splitlines()[0] if text.strip() else "a: 1"
+        text = rng.choice([
+            "", "\n", "---\n", "- 1\n", "null\n", "5\n", text[: rng.randrange(max(len(text), 1))], text + first + "\n",
+            text + "---\n" + text, "\ufeff" + text, text.replace("\n", "\r\n"), text.replace("  ", "\t", 1),
+            text + "x: !!python/object:os.system {}\n", text + "x: !!binary aGVsbG8=\n", text + "x: 2026-01-01\n",
+            text + "x: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+                f"y{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 9) + "]\n" for i in range(9)),
+            text + "x: " + "[" * 3000 + "]" * 3000 + "\n", text + "x: " + "{a: " * 200 + "1" + "}" * 200 + "\n",
+            text + "x: 1" + "0" * 5000 + "\n", text + "x: 1e99999\n", text + "x: .nan\n", text + "<<: {kind: Policy}\n",
+            text + "\x00\n", text.encode("utf-16").decode("latin-1"), text + "x: \"\\ud800\"\n", "{" + text,
+            "kind: " + good["kind"] + "\n", text.replace("apiVersion:", "apiversion:", 1)])
+    return text
+
+
+def family_configs(p: Probe, rng: random.Random, until: float) -> None:
+    """`up` started with a drawn file of each kind it reads (--tracing-config-file, --authentication-config,
+    --authorization-config, --encryption-provider-config, --audit-policy-file (with --audit-log-path),
+    --admission-control-config-file, --scheduler-config, --audit-webhook-config-file), sometimes with odd
+    --vmodule, -v or --logging-format values, and `nanokube scheduler --config` against p's server: each must
+    start, or stop within 60 s with its error and no traceback; a started `up` is asked /readyz, a list and a
+    create (no 5xx) and stopped with SIGTERM (exit 0, no traceback in its log)."""
+    import select
+    import signal
+
+    scheduler_good = copy.deepcopy(CONFIGS["--scheduler-config"])
+    scheduler_good["clientConnection"] = {"kubeconfig": p.kubeconfig}
+    starts, outcomes = 0, {}
+    while time.monotonic() < until:
+        starts += 1
+        d = Path(tempfile.mkdtemp(prefix="fz62-cfg-"))
+        try:
+            flag = rng.choice([*CONFIGS, "scheduler --config"])
+            text = _config_text(rng, scheduler_good if flag == "scheduler --config" else CONFIGS[flag])
+            (d / "cfg").write_bytes(text.encode("utf-8", "surrogatepass"))
+            extra = []
+            if rng.random() < 0.15:
+                extra = rng.choice([["--vmodule", rng.choice(["a=1", "a=-1", "=1", "a=x", "a=1,,", "a=99999999999", "*=3"])],
+                                    ["-v", rng.choice(["3", "-1", "x", "99999999999", " 2"])],
+                                    ["--logging-format", rng.choice(["json", "text", "JSON", "", "xml"])]])
+            if flag == "scheduler --config":
+                argv = ["scheduler", "--config", str(d / "cfg"), "--kubeconfig", p.kubeconfig, "--secure-port", "0"]
+            else:
+                argv = ["up", "--data-dir", str(d / "up"), "--port", "0", flag, str(d / "cfg"), "--scheduler", "none"]
+                if flag == "--audit-policy-file":
+                    argv += ["--audit-log-path", str(d / "audit.log")]
+                if flag == "--audit-webhook-config-file":
+                    argv += ["--audit-policy-file", str(d / "policy"), "--audit-webhook-batch-max-wait", "1s"]
+                    (d / "policy").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n")
+            with open(d / "log", "wb") as log:
+                proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", *argv, *extra], stdout=subprocess.PIPE,
+                                        stderr=log, stdin=subprocess.DEVNULL)
+            p.requests += 1
+            announced, deadline = b"", time.monotonic() + 60
+            try:
+                while time.monotonic() < deadline and proc.poll() is None and b"export KUBECONFIG=" not in announced \
+                            and not (flag == "scheduler --config" and time.monotonic() > deadline - 55):
+                    if select.select([proc.stdout], [], [], 0.2)[0]:
+                        announced += proc.stdout.read1(65536)
+                if proc.poll() is None:  # started: `up` is asked a few things, then stopped
+                    if b"export KUBECONFIG=" in announced:
+                        probe = Probe(str(d / "up" / "kubeconfig"), p.args, "configs")
+                        probe.send("GET", "/readyz", ctype=None)
+                        probe.send("GET", "/api/v1/namespaces/default/configmaps?limit=2")
+                        probe.send("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"generateName": "c"}})
+                        p.requests += probe.requests
+                        p.broken += probe.broken
+                    proc.send_signal(signal.SIGTERM)
+                    code = proc.wait(timeout=30)
+                    if code not in (0, -signal.SIGTERM):
+                        p.report(flag, " ".join(extra), text[:2000], f"started, then exited {code} on SIGTERM")
+                    outcome = "started"
+                else:
+                    outcome = f"exited {proc.returncode}"
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                p.report(flag, " ".join(extra), text[:2000], "did not stop in 30 s of SIGTERM")
+                continue
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+                p.report(flag, " ".join(extra), text[:2000], "neither started nor stopped in 60 s")
+                continue
+            log_text = (d / "log").read_text(errors="replace")
+            lines = [ln for ln in log_text.splitlines() if ln.strip()]
+            if any(": error: argument " in ln for ln in lines[-2:]):  # (argparse's usage, then its error)
+                lines = lines[-1:]
+            if "Traceback" in log_text or (outcome != "started" and len(lines) > 4):
+                p.report(flag, " ".join(extra), text[:2000], f"{outcome} with {len(lines)} lines:\n{log_text[-1500:]}")
+            elif outcome != "started" and rng.random() < 0.2:
+                print(f"configs: {flag} {' '.join(extra)}: {outcome}: {lines[-1][:200] if lines else ''}")
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    print(f"configs: {starts} starts: {outcomes}")
+
+
 FAMILIES = {"shaped": family_shaped, "status": family_status, "psa": family_psa, "policies": family_policies, "crds": family_crds,
             "dra": family_dra, "workloads": family_workloads, "ui": family_ui, "metrics": family_metrics,
             "quota": family_quota, "eviction": family_eviction, "storage": family_storage, "bootstrap": family_bootstrap,
-            "watch": family_watch}
+            "watch": family_watch, "kubelet": family_kubelet,
+            "configs": family_configs}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("families", nargs="*", default=[*FAMILIES, "restart", "gates", "auth", "encryption"])
+    ap.add_argument("families", nargs="*", default=[*FAMILIES, "restart", "gates", "auth", "encryption", "tracing"])
     ap.add_argument("--seed", type=int, default=60)
     ap.add_argument("--minutes", type=float, default=1.0, help="per family")
     ap.add_argument("--slow", type=float, default=5.0, help="an answer slower than this is broken")
@@ -1920,7 +2451,7 @@ def main() -> int:
     args = ap.parse_args()
     args.show = {int(c) for c in args.show.split(",") if c}
     totals: dict = {}
-    plain = [f for f in args.families if f not in ("gates", "restart", "auth", "encryption")]
+    plain = [f for f in args.families if f not in ("gates", "restart", "auth", "encryption", "tracing")]
     if plain:
         d = Path(tempfile.mkdtemp(prefix="fz60-"))
         server = start_cluster(d, args.store)
@@ -1947,6 +2478,8 @@ def main() -> int:
         family_restart(args, random.Random(f"{args.seed}/restart"), time.monotonic() + args.minutes * 60, totals)
     if "auth" in args.families:
         family_auth(args, random.Random(f"{args.seed}/auth"), time.monotonic() + args.minutes * 60, totals)
+    if "tracing" in args.families:
+        family_tracing(args, random.Random(f"{args.seed}/tracing"), time.monotonic() + args.minutes * 60, totals)
     if "encryption" in args.families:
         family_encryption(args, random.Random(f"{args.seed}/encryption"), time.monotonic() + args.minutes * 60, totals)
     if "gates" in args.families:
