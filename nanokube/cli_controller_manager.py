@@ -84,35 +84,38 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: Controller
 async def _run(args: argparse.Namespace) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-controller-manager",
                                         user_agent=user_agent("kube-controller-manager"))
-    await client.start()
-    # the leader-election clientset, and each controller's (ControllerManager), with its own bucket
-    elector = from_arguments(limited(client.named("leader-election"), *args.client_limit, client.clock), args,
-                             LEASE_NAME)
-    manager = ControllerManager(client, controllers=args.controllers, elector=elector,
-                                load_balancer_pool=args.load_balancer_pool, signers=args.signers,
-                                signing_duration=args.signing_duration,
-                                controller_clients=ServiceAccountClients(client)
-                                if args.use_service_account_credentials else None, root_ca=client.creds.ca,
-                                service_account_key=args.service_account_key, client_limit=args.client_limit)
-    stop = component_cli.stop_on_signals()
-    try:
+    manager = runner = None
+    try:  # whatever stops it, from the client's first request on, closes what it opened
+        await client.start()
+        # the leader-election clientset, and each controller's (ControllerManager), with its own bucket
+        elector = from_arguments(limited(client.named("leader-election"), *args.client_limit, client.clock), args,
+                                 LEASE_NAME)
+        manager = ControllerManager(client, controllers=args.controllers, elector=elector,
+                                    load_balancer_pool=args.load_balancer_pool, signers=args.signers,
+                                    signing_duration=args.signing_duration,
+                                    controller_clients=ServiceAccountClients(client)
+                                    if args.use_service_account_credentials else None, root_ca=client.creds.ca,
+                                    service_account_key=args.service_account_key, client_limit=args.client_limit)
+        stop = component_cli.stop_on_signals()
         runner = await component_server.serve(args, _endpoints(args, client, manager), "kube-controller-manager")
-    except component_server.ServeError:
+        await manager.start()
+        started = asyncio.ensure_future(manager.started.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([started, stopped], return_when=asyncio.FIRST_COMPLETED)
+            if started.done():
+                log.info("running %d controllers: %s", len(manager.controllers),
+                         ", ".join(c.name for c in manager.controllers))
+            await stopped
+        finally:
+            started.cancel()
+            stopped.cancel()
+    finally:
+        if manager is not None:
+            await manager.stop()
+        if runner is not None:
+            await runner.cleanup()
         await client.close()
-        raise
-    await manager.start()
-    started = asyncio.ensure_future(manager.started.wait())
-    stopped = asyncio.ensure_future(stop.wait())
-    await asyncio.wait([started, stopped], return_when=asyncio.FIRST_COMPLETED)
-    if started.done():
-        log.info("running %d controllers: %s", len(manager.controllers),
-                 ", ".join(c.name for c in manager.controllers))
-    await stopped
-    started.cancel()
-    await manager.stop()
-    if runner is not None:
-        await runner.cleanup()
-    await client.close()
     log.info("controller manager stopped")
     return 0
 

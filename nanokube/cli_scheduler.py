@@ -146,32 +146,32 @@ async def _run(args: argparse.Namespace, config) -> int:
 
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="default-scheduler",
                                         user_agent=user_agent("kube-scheduler"))
-    await client.start()
-    election = config_from_arguments(args, LEASE_NAME, config.leader_election if config else None)
-    # kube-scheduler's clients: '.../scheduler' (createClients) and '.../leader-election' (the lock's)
-    # each a clientset of its own, with its own clientConnection.qps/burst token bucket
-    qps, burst = (config.qps, config.burst) if config else (SchedulerConfig.qps, SchedulerConfig.burst)
-    elector = from_arguments(limited(client.named("leader-election"), qps, burst, client.clock), args, LEASE_NAME,
-                             config.leader_election if config else None)
-    configz = component_configz.scheduler(config, election, args.kubeconfig or "")
-    scheduling = limited(client.named("scheduler"), qps, burst, client.clock)
-    # and its events client, createClients' eventClient: the configuration as it is, no user agent suffix
-    events = limited(client, qps, burst, client.clock)
-    scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics,
-                                                           event_client=events), elector)
-    stop = component_cli.stop_on_signals()
-    try:
+    scheduler = runner = None
+    try:  # whatever stops it, from the client's first request on, closes what it opened
+        await client.start()
+        election = config_from_arguments(args, LEASE_NAME, config.leader_election if config else None)
+        # kube-scheduler's clients: '.../scheduler' (createClients) and '.../leader-election' (the lock's)
+        # each a clientset of its own, with its own clientConnection.qps/burst token bucket
+        qps, burst = (config.qps, config.burst) if config else (SchedulerConfig.qps, SchedulerConfig.burst)
+        elector = from_arguments(limited(client.named("leader-election"), qps, burst, client.clock), args,
+                                 LEASE_NAME, config.leader_election if config else None)
+        configz = component_configz.scheduler(config, election, args.kubeconfig or "")
+        scheduling = limited(client.named("scheduler"), qps, burst, client.clock)
+        # and its events client, createClients' eventClient: the configuration as it is, no user agent suffix
+        events = limited(client, qps, burst, client.clock)
+        scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics,
+                                                               event_client=events), elector)
+        stop = component_cli.stop_on_signals()
         runner = await component_server.serve(args, _endpoints(args, client, scheduler, stop, configz),
                                               "kube-scheduler")
-    except component_server.ServeError:
+        await scheduler.start()
+        await stop.wait()
+    finally:
+        if scheduler is not None:
+            await scheduler.stop()
+        if runner is not None:
+            await runner.cleanup()
         await client.close()
-        raise
-    await scheduler.start()
-    await stop.wait()
-    await scheduler.stop()
-    if runner is not None:
-        await runner.cleanup()
-    await client.close()
     log.info("scheduler stopped")
     return 0
 
