@@ -1027,7 +1027,9 @@ class PodWorker:
             cid = hashlib.sha256(f"{self.uid}/{name}/0".encode()).hexdigest()
             self.ephemeral[name] = {"name": name, "state": state, "lastState": last,
                                     "ready": False, "restartCount": 0, "image": image_ref(image),
-                                    "imageID": image_id(image), "containerID": f"containerd://{cid}", "resources": {}}
+                                    "imageID": image_id(image), "containerID": f"containerd://{cid}"}
+            if "running" in state:  # (the kubelet reports resources, none for an ephemeral one, while it runs)
+                self.ephemeral[name]["resources"] = {}
             if mounts := volume_mount_statuses(c, self.recursive_mounts):
                 self.ephemeral[name]["volumeMounts"] = mounts
             started = True
@@ -1041,7 +1043,7 @@ class PodWorker:
         for name, code in ended.items():
             s = self.ephemeral[name]
             if running := s["state"].get("running"):
-                self.ephemeral[name] = {**s, "state": {"terminated": {
+                self.ephemeral[name] = {**_not_running(s), "state": {"terminated": {
                     "exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": running["startedAt"], "finishedAt": now}}}
         return bool(ended)
@@ -2288,7 +2290,7 @@ class PodWorker:
         phase = "Succeeded" if not any(codes) and self.eviction is None else "Failed"
         for name, s in self.ephemeral.items():  # they stop with the pod
             if running := s["state"].get("running"):
-                self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
+                self.ephemeral[name] = {**_not_running(s), "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
         self.io.exited(term["exitCode"])  # the sidecars
         self.io.ephemeral_exited(term["exitCode"])
         await self._write(phase, statuses, False, now, "PodCompleted" if phase == "Succeeded" else "PodFailed")
@@ -2514,3 +2516,9 @@ class SimulatedRuntime:
 
     def worker(self, agent, pod: dict) -> PodWorker:
         return PodWorker(agent, pod)
+
+
+def _not_running(status: dict) -> dict:
+    """A container status without what the kubelet reports of a running container alone (its
+    `resources`)."""
+    return {k: v for k, v in status.items() if k != "resources"}

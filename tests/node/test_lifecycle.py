@@ -428,6 +428,7 @@ async def test_an_ephemeral_container_that_cannot_start_is_never_started_again(e
     s = st["ephemeralContainerStatuses"][0]
     words = 'exec: "curl": executable file not found in $PATH: unknown'
     assert s["state"]["waiting"]["reason"] == "RunContainerError" and s["state"]["waiting"]["message"].endswith(words)
+    assert "resources" not in s, "not running: the kubelet reports no resources"
     term = s["lastState"]["terminated"]
     assert (term["exitCode"], term["reason"], term["startedAt"]) == (128, "StartError", "1970-01-01T00:00:00Z")
     assert st["phase"] == "Running" and "running" in st["containerStatuses"][0]["state"]
@@ -455,7 +456,9 @@ async def test_an_ephemeral_containers_command_sees_its_env():
         async def ended():
             st = (await pods.get("web", "default"))["status"].get("ephemeralContainerStatuses") or [{}]
             return st[0] if "terminated" in st[0].get("state", {}) else None
-        assert (await eventually(ended))["state"]["terminated"]["exitCode"] == 0
+        status = await eventually(ended)
+        # terminated: no `resources`, which the kubelet reports of a running container alone
+        assert status["state"]["terminated"]["exitCode"] == 0 and "resources" not in status
         worker = mgr.agents["gpu-0"].workers[created["metadata"]["uid"]]
         assert worker.io.serve_log("debugger", LogOptions()) == b"X=from-spec\n"
 
