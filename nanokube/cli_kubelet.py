@@ -139,7 +139,8 @@ _FIELDS = (
 def configure(args: argparse.Namespace) -> dict:
     """The kubelet's flag precedence: each flag given over --config's field (a flag not given takes
     the file's value, or without --config its own default), set on `args`; featureGates merged gate
-    by gate, the flag's winning. Returns the configuration /configz reports ({} without --config);
+    by gate, the flag's winning. Returns the configuration /configz reports (the address and port
+    alone without --config);
     kubelet_config.ConfigError for a file or configuration the kubelet refuses."""
     from .machinery import featuregates
     from .node import kubelet_config
@@ -158,8 +159,8 @@ def configure(args: argparse.Namespace) -> dict:
         if given is not None:
             section[path[-1]] = given
         setattr(args, dest, section.get(path[-1]))
-    if cfg is None:
-        return {}
+    if cfg is None:  # (the rest /configz derives from the node)
+        return {"address": args.bind_address, "port": args.secure_port}
     try:
         flagged = featuregates.parse(args.feature_gates)
     except ValueError:  # (component_server.validate refuses it in the flag's words)

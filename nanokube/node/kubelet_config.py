@@ -9,7 +9,8 @@ The fields nanokube's kubelet acts on: address, port, readOnlyPort, healthzPort,
 authentication (x509.clientCAFile, webhook.enabled, anonymous.enabled), authorization.mode (Webhook
 or AlwaysAllow), rotateCertificates, serverTLSBootstrap, maxPods, clusterDNS, clusterDomain and
 featureGates; podCIDR (read only in standalone mode upstream), registerNode and evictionHard are
-reported by /configz. The rest of the file is read and left alone."""
+reported by /configz, a staticPodPath or registerNode false logged as not honoured. The rest of the
+file is read and left alone."""
 
 from __future__ import annotations
 
@@ -192,3 +193,7 @@ def validate(cfg: dict) -> None:
         raise ConfigError(f"failed to validate kubelet configuration, error: {joined}")
     if cfg["authorization"]["mode"] not in AUTHORIZATION_MODES:  # (BuildAuthz's, at start)
         raise ConfigError(f"unknown authorization mode {cfg['authorization']['mode']}")
+    if cfg.get("staticPodPath"):
+        log.warning("staticPodPath %s: nanokube's kubelet runs no static pods", cfg["staticPodPath"])
+    if not cfg["registerNode"]:
+        log.warning("registerNode false: nanokube's kubelet registers its Node regardless")

@@ -284,6 +284,8 @@ def _streams_through_the_api_server(cluster, port: int) -> None:
         forward.send_signal(signal.SIGINT)
         forward.wait(timeout=10)
     assert cluster.kubectl("top", "pod", "-n", NAMESPACE, "on-joined", "--no-headers").stdout.split()[0] == "on-joined"
+    configz = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/configz").stdout)
+    assert (configz["kubeletconfig"]["address"], configz["kubeletconfig"]["port"]) == ("127.0.0.1", port)
     summary = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/stats/summary").stdout)
     assert summary["node"]["nodeName"] == NODE
     assert [p["podRef"]["name"] for p in summary["pods"]] == ["on-joined"]
@@ -361,6 +363,7 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "address": "127.0.0.1",
         "port": 10250, "readOnlyPort": read_only, "healthzPort": healthz, "maxPods": 7,
         "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "noSuchField": 1,
+        "staticPodPath": "/etc/kubernetes/manifests",
         "authentication": {"x509": {"clientCAFile": str(tmp_path / "ca.crt"), "extra": 1},
                            "anonymous": {"enabled": False}},
         "featureGates": {"HPAScaleToZero": True, "DRAResourcePoolStatus": True}}))
@@ -397,7 +400,8 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         assert ('Using lenient decoding as strict decoding failed: err=strict decoding error: unknown field '
-                '"noSuchField", unknown field "authentication.x509.extra"') in (tmp_path / "kubelet.log").read_text()
+                '"noSuchField", unknown field "authentication.x509.extra"') in (text := (tmp_path / "kubelet.log").read_text())
+        assert "staticPodPath /etc/kubernetes/manifests: nanokube's kubelet runs no static pods" in text
     finally:
         if proc.poll() is None:
             proc.kill()
