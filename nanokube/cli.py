@@ -21,8 +21,8 @@ log = logging.getLogger("nanokube")
 #: every subcommand but `up` (this module's): the module that adds its parser and runs it
 COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager": "cli_controller_manager",
             "proxy": "cli_proxy", "scheduler": "cli_scheduler", "simulate": "cli_simulate", "kubelet": "cli_kubelet"}
-#: the commands that run components, which take component-base's logging flags (machinery/logs.py);
-#: the others are clients, whose few records keep Python's form
+#: the commands whose own parser takes component-base's logging flags (machinery/logs.py); fault and
+#: metrics, whose actions are parsers of their own, add them to each (`nanokube metrics get M -v 4`)
 LOGGED = ("up", "controller-manager", "proxy", "scheduler", "simulate", "kubelet")
 
 
@@ -614,16 +614,12 @@ def main(argv: list[str] | None = None) -> int:
         if name in sub.choices:
             logs.add_arguments(sub.choices[name])
     args = p.parse_args(argv)
-    if args.command in LOGGED:
-        try:
-            logs.validate(args)
-        except ValueError as e:
-            print(f"nanokube {args.command}: {e}", file=sys.stderr)
-            return 2
-        logs.configure(args)
-    else:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                            stream=sys.stderr)
+    try:
+        logs.validate(args)
+    except ValueError as e:
+        print(f"nanokube {args.command}: {e}", file=sys.stderr)
+        return 2
+    logs.configure(args)
     if args.command == "up":
         import uvloop
 

@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 
 from .client import kubeconfig
+from .machinery import logs
 from .node.dra.driver import FAULT_EFFECTS
 from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, PRESSURES, SHUTDOWN, edit, gpu_token, token
 
@@ -34,6 +35,7 @@ def duration(text: str) -> float:
 def add_parser(sub) -> None:
     common = argparse.ArgumentParser(add_help=False)
     kubeconfig.add_arguments(common)
+    logs.add_arguments(common)
     timing = argparse.ArgumentParser(add_help=False)
     timing.add_argument("--for", dest="duration", type=duration, metavar="DURATION",
                         help="heal by itself after this long (e.g. 30s, 2m)")

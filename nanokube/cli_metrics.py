@@ -19,6 +19,7 @@ import orjson
 
 from .client import kubeconfig
 from .client.http import HTTPClient
+from .machinery import logs
 from .machinery.errors import APIError
 from .metrics.provider import EXTERNAL_CONFIGMAP, MetricsUnavailable, from_milli, milli, parse_series
 from .metrics.usage import CPU_ANNOTATION, MEMORY_ANNOTATION
@@ -27,6 +28,7 @@ from .metrics.usage import CPU_ANNOTATION, MEMORY_ANNOTATION
 def add_parser(sub) -> None:
     common = argparse.ArgumentParser(add_help=False)
     kubeconfig.add_arguments(common)
+    logs.add_arguments(common)
     common.add_argument("-n", "--namespace", default="default")
     p = sub.add_parser("metrics", help="set or read external metrics HPAs scale on")
     what = p.add_subparsers(dest="action", required=True)

@@ -3,6 +3,7 @@ usage still name every command."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -40,3 +41,25 @@ def test_usage_names_every_command(argv, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "{" + ",".join(NAMES) + "}" in err, err
+
+
+@pytest.mark.parametrize("argv", [["fault", "node", "n1", "--clear"], ["metrics", "get", "queue-depth"]])
+def test_the_client_commands_log_as_the_components_do(argv, tmp_path):
+    """fault and metrics take the logging flags after their action, refuse them in the same words as
+    the components, and log in klog's text form or component-base's JSON."""
+    refused = subprocess.run([sys.executable, "-m", "nanokube.cli", *argv, "--logging-format", "xml"],
+                             capture_output=True, text=True)
+    assert (refused.returncode, refused.stderr) == (
+        2, f"nanokube {argv[0]}: --logging-format: Unsupported log format 'xml' (supported: text, json)\n")
+    kc = tmp_path / "kubeconfig"  # a server of no port: the command fails without reaching anything
+    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                  "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                  "current-context: x\n")
+    code = ("import logging, sys\nfrom nanokube.cli import main\nmain(sys.argv[1:])\n"
+            "logging.getLogger('nanokube.test').debug('at V(4)')\nlogging.getLogger('nanokube.test').warning('a record')")
+    for flags, form in ((["-v", "4"], r"I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ <string>:4\] at V\(4\)\n"
+                                      r"W\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ <string>:5\] a record\n"),
+                        (["--logging-format=json"], r'\{"ts":[\d.]+,"caller":"<string>:5","msg":"a record","v":0\}\n')):
+        got = subprocess.run([sys.executable, "-c", code, *argv, "--kubeconfig", str(kc), *flags],
+                             capture_output=True, text=True)
+        assert re.search(form + "$", got.stderr), got.stderr
