@@ -69,6 +69,9 @@ def add_parser(sub) -> None:
                    help="the node's InternalIP, one of the simulated nodes' range 172.18.0.2-172.19.0.1, which gives "
                         "its pod network range; refused where another Node reports it (default: the lowest free one, "
                         "or, where the node's credentials may not list Nodes, one of a hash of its name)")
+    p.add_argument("--node-labels", default="", metavar="KEY=VALUE,...",
+                   help="labels the node registers with, over its pool's; of the kubernetes.io and k8s.io namespaces "
+                        "only the kubelet's own (kubelet.kubernetes.io/*, node.kubernetes.io/*, the well-known ones)")
     p.add_argument("--cluster", default=None, metavar="FILE",
                    help="`nanokube up`'s cluster file, whose pool gives the node its capacity, labels, taints and "
                         "devices (default: up's default cluster)")
@@ -264,7 +267,8 @@ async def _run(args: argparse.Namespace, cluster) -> int:
     plain: list = []
     rotations: list[asyncio.Task] = []
     try:
-        joining = cluster.joining(name, await _free_index(client, name, args.node_index), args.pool, args.max_pods)
+        joining = cluster.joining(name, await _free_index(client, name, args.node_index), args.pool, args.max_pods,
+                                  args.labels)
         runtime = _runtime(args)
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, runtime=runtime,
                             **options_from_env())
@@ -405,9 +409,11 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, stop: asyncio.Event
 
 
 def run(args: argparse.Namespace) -> int:
+    from .node import kubelet_config
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
 
     try:
+        args.labels = kubelet_config.node_labels(args.node_labels)
         args.configured = configure(args)
         args.client_ca = _client_ca(args)
         args.node_index = _node_index(args.node_ip)

@@ -1,7 +1,7 @@
-"""`nanokube kubelet --config`: a KubeletConfiguration the kubelet would not start with is refused
-before it dials anything, in the kubelet's words (the file unread, empty, not v1beta1's kind, a
-field of the wrong type, a value validation refuses, one a flag given overrides); through
-cli.main in-process, as the command line runs it."""
+"""`nanokube kubelet --config` and --node-labels: a KubeletConfiguration the kubelet would not start
+with is refused before it dials anything, in the kubelet's words (the file unread, empty, not
+v1beta1's kind, a field of the wrong type, a value validation refuses, one a flag given overrides),
+and so are node labels it may not set; through cli.main in-process, as the command line runs it."""
 
 from __future__ import annotations
 
@@ -69,3 +69,28 @@ def test_an_unknown_authorization_mode_and_a_missing_client_ca_are_refused(tmp_p
     err = _refusal(tmp_path, capsys, HEAD + f"authentication:\n  x509:\n    clientCAFile: {missing}\n")
     assert err.splitlines() == [f"nanokube kubelet: unable to load client CA file {missing}: open {missing}: no such "
                                 "file or directory"]
+
+
+def test_node_labels_the_kubelet_may_not_set_are_refused(tmp_path, capsys):
+    """--node-labels: a node-role.kubernetes.io label (the kubelet may not give itself a role) and a
+    value that is no label's are refused as ValidateKubeletFlags refuses them."""
+    argv = ["kubelet", "--kubeconfig", str(tmp_path / "never.conf"), "--node-labels"]
+    assert main([*argv, "team=ml,node-role.kubernetes.io/worker=,k8s.io/x=1,node.kubernetes.io/pool=a"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nanokube kubelet: failed to validate kubelet flags: unknown 'kubernetes.io' or 'k8s.io' labels specified "
+        "with --node-labels: [k8s.io/x node-role.kubernetes.io/worker]",
+        "--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix (kubelet.kubernetes.io, "
+        "node.kubernetes.io) or be in the specifically allowed set (beta.kubernetes.io/arch, "
+        "beta.kubernetes.io/instance-type, beta.kubernetes.io/os, failure-domain.beta.kubernetes.io/region, "
+        "failure-domain.beta.kubernetes.io/zone, kubernetes.io/arch, kubernetes.io/hostname, kubernetes.io/os, "
+        "node.kubernetes.io/instance-type, topology.kubernetes.io/region, topology.kubernetes.io/zone)"]
+    assert main([*argv, "team=m l"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nanokube kubelet: failed to validate kubelet flags: invalid node labels: 'm l' - a valid label must be an "
+        "empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+        "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"]
+    assert main([*argv, "team"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        'nanokube kubelet: invalid argument "team" for "--node-labels" flag: team must be formatted as key=value']
+    assert not (tmp_path / "never.conf").exists()

@@ -104,11 +104,12 @@ class Cluster:
                 out.append(_expand(pool, i, self.first_index + len(out)))
         return out
 
-    def joining(self, name: str, index: int, pool: str = "", max_pods: int | None = None) -> Cluster:
+    def joining(self, name: str, index: int, pool: str = "", max_pods: int | None = None,
+                labels: dict[str, str] | None = None) -> Cluster:
         """One node of `pool`'s shape (the first pool's by default), named `name`, of cluster-wide
         index `index`: a node that joins a running cluster on its own (`nanokube kubelet`), its
-        pods capacity and allocatable `max_pods` where given (the kubelet's maxPods).
-        ClusterFileError when there is no such pool."""
+        pods capacity and allocatable `max_pods` where given (the kubelet's maxPods), `labels` over
+        the pool's (--node-labels). ClusterFileError when there is no such pool."""
         found = [p for p in self.pools if p.name == pool] if pool else self.pools[:1]
         if not found:
             raise ClusterFileError(f"no pool {pool!r} (pools: {', '.join(p.name for p in self.pools)})")
@@ -116,6 +117,8 @@ class Cluster:
         if max_pods is not None:
             shape = dataclasses.replace(shape, capacity={**shape.capacity, "pods": str(max_pods)},
                                         allocatable={**shape.allocatable, "pods": str(max_pods)})
+        if labels:
+            shape = dataclasses.replace(shape, labels={**shape.labels, **labels})
         return Cluster([dataclasses.replace(shape, count=1, node_names=(name,))], index)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from ..machinery import configfile, gofmt
+from ..machinery import configfile, gofmt, validation
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +197,51 @@ def validate(cfg: dict) -> None:
         log.warning("staticPodPath %s: nanokube's kubelet runs no static pods", cfg["staticPodPath"])
     if not cfg["registerNode"]:
         log.warning("registerNode false: nanokube's kubelet registers its Node regardless")
+
+
+#: the label namespaces and labels of kubernetes.io and k8s.io a kubelet may set on its Node
+#: (kubeletapis.KubeletLabelNamespaces and KubeletLabels, sorted as their lists are)
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+KUBELET_LABELS = (
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone", "kubernetes.io/arch",
+    "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone")
+
+
+def node_labels(text: str) -> dict[str, str]:
+    """--node-labels (`key=value,...`) as the kubelet's ValidateKubeletFlags takes them; ValueError
+    in its words for a malformed pair, a kubernetes.io or k8s.io label not the kubelet's to set
+    (node-role.kubernetes.io/* among them), or a key or value that is not a label's."""
+    labels: dict[str, str] = {}
+    for pair in text.split(",") if text else ():
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise ValueError(f'invalid argument "{text}" for "--node-labels" flag: {pair} must be formatted as key=value')
+        labels[key.strip()] = value.strip()
+    unknown = sorted(k for k in labels if _kubernetes_namespace(k) and not _kubelet_label(k))
+    if unknown:
+        raise ValueError(f"failed to validate kubelet flags: unknown 'kubernetes.io' or 'k8s.io' labels specified with "
+                         f"--node-labels: [{' '.join(unknown)}]\n--node-labels in the 'kubernetes.io' namespace must "
+                         f"begin with an allowed prefix ({', '.join(KUBELET_LABEL_NAMESPACES)}) or be in the "
+                         f"specifically allowed set ({', '.join(KUBELET_LABELS)})")
+    invalid = [f"'{k}' - {', '.join(errs)}" for k, errs in
+               [(k, validation.qualified_name(k)) for k in labels] + [(v, validation.label_value(v)) for v in
+                                                                       labels.values()] if errs]
+    if invalid:
+        raise ValueError(f"failed to validate kubelet flags: invalid node labels: {'; '.join(invalid)}")
+    return labels
+
+
+def _namespace(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def _kubernetes_namespace(key: str) -> bool:
+    ns = _namespace(key)
+    return any(ns == d or ns.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
+
+
+def _kubelet_label(key: str) -> bool:
+    ns = _namespace(key)
+    return key in KUBELET_LABELS or any(ns == d or ns.endswith("." + d) for d in KUBELET_LABEL_NAMESPACES)

@@ -345,11 +345,12 @@ def test_a_kubelet_takes_its_node_ip_and_another_may_not(cluster, tmp_path):
 
 def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
     """--config: a KubeletConfiguration, each flag given overriding its field (--port, --max-pods,
-    featureGates gate by gate); an unknown field logged as upstream's lenient v1beta1 decoding logs
-    it. The API server's client certificate is verified with the file's clientCAFile (/configz
-    reaches the kubelet through it, showing the merged configuration); anonymous requests are
-    refused (anonymous.enabled false); the read-only port serves /pods to anyone over HTTP and the
-    healthz port /healthz; the Node's pods capacity is maxPods."""
+    featureGates gate by gate), --node-labels on the Node; an unknown field logged as upstream's
+    lenient v1beta1 decoding logs it. The API server's client certificate is verified with the
+    file's clientCAFile (/configz reaches the kubelet through it, showing the merged
+    configuration); anonymous requests are refused (anonymous.enabled false); the read-only port
+    serves /pods to anyone over HTTP and the healthz port /healthz; the Node's pods capacity is
+    maxPods."""
     name = "configured-62"
     _, ca = _admin(cluster)
     (tmp_path / "ca.crt").write_bytes(ca)
@@ -371,12 +372,15 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
                                  "--config", str(tmp_path / "kubelet.yaml"), "--port", str(secure), "--max-pods", "9",
                                  "--feature-gates", "HPAScaleToZero=false", "--node-name", name,
+                                 "--node-labels", "node.kubernetes.io/pool=blue,team=ml",
                                  "--hostname-override", "127.0.0.1"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         node = wait_for(lambda: json.loads(cluster.kubectl("get", "node", name, "-o", "json", "--ignore-not-found").stdout
                                            or "null"), what=f"node {name} registered")
         assert node["status"]["capacity"]["pods"] == "9"
+        assert (node["metadata"]["labels"]["node.kubernetes.io/pool"], node["metadata"]["labels"]["team"]) == (
+            "blue", "ml")
         got = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{name}/proxy/configz").stdout)["kubeletconfig"]
         assert (got["address"], got["port"], got["readOnlyPort"], got["healthzPort"], got["maxPods"]) == (
             "127.0.0.1", secure, read_only, healthz, 9)
