@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -63,3 +64,25 @@ def test_the_client_commands_log_as_the_components_do(argv, tmp_path):
         got = subprocess.run([sys.executable, "-c", code, *argv, "--kubeconfig", str(kc), *flags],
                              capture_output=True, text=True)
         assert re.search(form + "$", got.stderr), got.stderr
+
+
+def test_a_record_is_on_stderr_at_once_whatever_the_log_flush_frequency(tmp_path):
+    """--log-flush-frequency is validated and ignored, as upstream ignores it for a logging backend
+    that does not buffer: a record is out while the process still runs, long before 1h."""
+    code = ("import logging, sys\nfrom nanokube.cli import main\nmain(sys.argv[1:])\n"
+            "logging.getLogger('nanokube.test').warning('written at once')\nsys.stdin.readline()")
+    proc = subprocess.Popen([sys.executable, "-c", code, "fault", "node", "n1", "--clear", "--kubeconfig",
+                             str(tmp_path / "none"), "--log-flush-frequency", "1h"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(60, proc.kill)  # (a record never written: the read below ends with it)
+    watchdog.start()
+    try:
+        while "written at once" not in (line := proc.stderr.readline()):
+            assert line, "no record before the process ended"
+        assert proc.poll() is None, "the record came only as the process ended"
+    finally:
+        watchdog.cancel()
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    assert proc.returncode == 0

@@ -1,5 +1,6 @@
 """The logging flags every command takes, as component-base's logs options: `-v/--v`, `--vmodule`,
-`--logging-format text|json` and `--log-flush-frequency`, and the two output forms.
+`--logging-format text|json` and `--log-flush-frequency` (validated, and nothing more: the handler
+never buffers, each record is flushed as it is written), and the two output forms.
 
 text (the default) is klog's header form, `Lmmdd hh:mm:ss.uuuuuu PID file:line] message`, L one of
 I W E F; a record with structured values (`values`) quotes its message and follows it with
@@ -91,8 +92,8 @@ def add_arguments(parser) -> None:
     g.add_argument("--logging-format", default="text", metavar="FORMAT",
                    help="sets the log format: text (klog's header form, the default) or json")
     g.add_argument("--log-flush-frequency", default="5s", metavar="DURATION",
-                   help="maximum time between log flushes (default 5s; records are written as they come, so "
-                        "nothing waits that long)")
+                   help="maximum time between log flushes (default 5s); ignored, as upstream ignores it for a "
+                        "logging backend that does not buffer: each record is written and flushed as it comes")
 
 
 def _uint31(text: str) -> tuple[int | None, str]:
