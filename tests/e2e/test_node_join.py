@@ -418,7 +418,8 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
 def test_a_process_runtime_kubelet_s_pod_is_proxied_at_its_ip(cluster, tmp_path):
     """--runtime process: the joined node runs its pod as a process in a network namespace of its
     own and routes its pod network from the host; pods/proxy (through `kubectl proxy`) reaches the
-    pod's server at the pod's IP, as kube-apiserver dials it. Its namespaces go with it."""
+    pod's server at the pod's IP, as kube-apiserver dials it; logs and exec reach the pod through
+    the kubelet. Its namespaces go with it."""
     from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
 
     name, namespace = "process-62", "node-join-process"
@@ -450,6 +451,9 @@ def test_a_process_runtime_kubelet_s_pod_is_proxied_at_its_ip(cluster, tmp_path)
         url = f"http://127.0.0.1:{local}/api/v1/namespaces/{namespace}/pods/web:8080/proxy/"
         listing = wait_for(lambda: "Directory listing" in (text := http_get(url)) and text, what="the pod's server")
         assert "<title>Directory listing for /</title>" in listing
+        # its kubelet serves the pod's log and exec as up's process nodes do
+        assert '"GET / HTTP/1.1" 200' in cluster.kubectl("logs", "-n", namespace, "web").stdout
+        assert cluster.kubectl("exec", "-n", namespace, "web", "--", "sh", "-c", "echo $((6*7))").stdout == "42\n"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         tag = f"{PREFIX}{cluster_tag(str(tmp_path))}-"
