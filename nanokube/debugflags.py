@@ -4,13 +4,10 @@ with profiling (on by default): /debug/flags/v sets the log verbosity at run tim
 
 from __future__ import annotations
 
-import re
-
 from aiohttp import web
 
-from .machinery import logs
+from .machinery import logs, strconv
 from .apiserver.healthz import TEXT
-from .machinery.gofmt import quote
 
 _INDEX = """<html>
 <head>
@@ -47,14 +44,10 @@ async def _verbosity(request: web.Request) -> web.Response:
     if request.method != "PUT":
         return _plain(406, "unsupported http method")
     value = (await request.read()).decode(errors="replace")
-    digits = re.fullmatch(r"([+-]?)0*([0-9]+)", value)
-    why = "" if digits else "invalid syntax"
-    # (the digits' count first: int() refuses over 4300 of them, ParseInt's leading zeros among them)
-    level = int(digits[1] + digits[2]) if digits and len(digits[2]) <= 10 else None
-    if not why and (level is None or not -2 ** 31 <= level < 2 ** 31):
-        why = "value out of range"
-    if why or level is None:
-        return _plain(400, f"failed set klog.logging.verbosity {value}: strconv.ParseInt: parsing {quote(value)}: {why}")
+    try:
+        level = strconv.parse_int(value, 32)
+    except strconv.NumError as e:
+        return _plain(400, f"failed set klog.logging.verbosity {value}: {e}")
     logs.set_verbosity(level)
     return _plain(200, f"successfully set klog.logging.verbosity to {value}")
 

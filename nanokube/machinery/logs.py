@@ -32,13 +32,12 @@ import argparse
 import fnmatch
 import logging
 import os
-import re
 import sys
 import time
 
 import orjson
 
-from . import goduration, gofmt
+from . import goduration, gofmt, strconv
 
 FORMATS = ("text", "json")
 #: V(0)..V(4)'s Python levels; V(n) beyond is 14 - n
@@ -96,22 +95,12 @@ def add_arguments(parser) -> None:
                         "logging backend that does not buffer: each record is written and flushed as it comes")
 
 
-def _uint31(text: str) -> tuple[int | None, str]:
-    """ParseUint(text, 10, 31): the value (None where refused) and why it is refused."""
-    if not re.fullmatch(r"[0-9]+", text):
-        return None, f"strconv.ParseUint: parsing {gofmt.quote(text)}: invalid syntax"
-    digits = text.lstrip("0") or "0"  # (counted before int(), which refuses over 4300 digits)
-    if len(digits) > 10 or int(digits) >= 2 ** 31:
-        return None, f"strconv.ParseUint: parsing {gofmt.quote(text)}: value out of range"
-    return int(digits), ""
-
-
 def _verbosity(text: str) -> int:
     """-v's value: a VerbosityLevel, ParseUint's (decimal digits alone, under 2^31)."""
-    v, why = _uint31(text)
-    if v is None:
-        raise argparse.ArgumentTypeError(why)
-    return v
+    try:
+        return strconv.parse_uint(text, 31)
+    except strconv.NumError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_vmodule(text: str) -> list[tuple[str, int]]:
@@ -123,10 +112,11 @@ def parse_vmodule(text: str) -> list[tuple[str, int]]:
         if len(pieces) != 2 or not all(pieces):
             raise ValueError(f'invalid argument {gofmt.quote(text)} for "--vmodule" flag: '
                              f"{gofmt.quote(part)} does not have the pattern=N format")
-        v, why = _uint31(pieces[1])
-        if v is None:
+        try:
+            v = strconv.parse_uint(pieces[1], 31)
+        except strconv.NumError as e:
             raise ValueError(f'invalid argument {gofmt.quote(text)} for "--vmodule" flag: '
-                             f"parsing verbosity in {gofmt.quote(part)}: {why}")
+                             f"parsing verbosity in {gofmt.quote(part)}: {e}") from None
         out.append((pieces[0].removesuffix(".py"), v))
     return out
 

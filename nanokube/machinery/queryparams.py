@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from . import errors
+from . import errors, strconv
 
 
 def integer(query: Mapping[str, str], name: str) -> int | None:
@@ -13,10 +13,7 @@ def integer(query: Mapping[str, str], name: str) -> int | None:
     raw = query.get(name)
     if raw is None:
         return None
-    digits = raw[1:] if raw[:1] in ("+", "-") else raw
-    if not (digits.isascii() and digits.isdigit()):
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax')
-    value = int(raw) if len(digits) <= 20 else 2**63
-    if not -(2**63) <= value < 2**63:
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": value out of range')
-    return value
+    try:
+        return strconv.parse_int(raw)
+    except strconv.NumError as e:
+        raise errors.bad_request(str(e)) from None
