@@ -318,6 +318,26 @@ async def test_a_crd_version_added_to_a_built_in_group_becomes_its_preferred_ver
         assert listed["preferredVersion"]["version"] == "v1alpha9"
 
 
+async def test_the_served_group_versions_follow_a_crds_creation_and_deletion(env):
+    """What discovery serves (`ResourceIndex.group_versions`, kept between changes of the served
+    resources) gains a CRD's group version once it is established and loses it once it is gone."""
+    assert GROUP not in env.index.group_versions()
+    await env.crds.create(crd(versions=("v1", "v2beta1")))
+    await established(env, f"widgets.{GROUP}")
+    assert env.index.group_versions()[GROUP] == ["v1", "v2beta1"]
+    await env.crds.delete(f"widgets.{GROUP}")
+
+    async def gone():
+        try:
+            await env.crds.get(f"widgets.{GROUP}")
+        except APIError as err:
+            return err.code == 404
+        return False
+
+    await eventually(gone)
+    assert GROUP not in env.index.group_versions()
+
+
 async def test_a_list_is_of_the_crds_accepted_list_kind(tmp_path):
     """kube-apiserver's list of a custom resource (and its deletecollection's answer, and the list's
     OpenAPI definition) is of the CRD's listKind, which need not be <kind>List."""
