@@ -2280,7 +2280,7 @@ CONFIGS = {
                                "authorizers": [{"type": "Node", "name": "node"}, {"type": "RBAC", "name": "rbac"}]},
     "--encryption-provider-config": {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "EncryptionConfiguration",
                                      "resources": [{"resources": ["secrets", "configmaps"], "providers": [
-                                         {"aescbc": {"keys": [{"name": "k1", "secret": "c2VjcmV0IGlzIHNlY3VyZSwgcGFzc3dvcmQgaXMgcGFzc3dvcmQ="}]}},
+                                         {"aescbc": {"keys": [{"name": "k1", "secret": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}]}},
                                          {"secretbox": {"keys": [{"name": "k2", "secret": "YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXoxMjM0NTY="}]}},
                                          {"identity": {}}]}]},
     "--audit-policy-file": {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
