@@ -23,6 +23,7 @@ import ipaddress
 import logging
 import os
 import random
+import ssl
 from collections.abc import Awaitable, Callable
 
 import yaml
@@ -194,25 +195,46 @@ def rotation_deadline(pem: bytes) -> float:
     return start + (end - start) * random.uniform(0.7, 0.9)
 
 
-async def _renew(pem_path: str, ask: Callable[[], Awaitable[bytes]], use: Callable[[str], None], what: str,
-                 clock: Clock) -> None:
-    """Forever: at the deadline of the certificate at `pem_path` (at once without one), `ask()` for
-    a new one, write it over the file and `use(pem_path)`; a failed ask is tried again 30 s later."""
+#: the certificate manager's backoff after a failed rotation: 2 s doubling, jittered by 10%, to 32 s
+BACKOFF, BACKOFF_LIMIT = 2.0, 32.0
+
+
+def stored(pem_path: str, what: str) -> bytes | None:
+    """The certificate and key at `pem_path` when both load as a pair; None without the file or,
+    logged, when they do not (the certificate manager treats a store it cannot load as having no
+    certificate, and asks for a new one)."""
+    try:
+        with open(pem_path, "rb") as f:
+            pem = f.read()
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(pem_path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ssl.SSLError) as e:
+        log.warning("the stored %s certificate %s does not load, asking for a new one: %s", what, pem_path, e)
+        return None
+    return pem
+
+
+async def _renew(pem_path: str, pem: bytes | None, ask: Callable[[], Awaitable[bytes]], use: Callable[[str], None],
+                 what: str, clock: Clock) -> None:
+    """Forever: at the deadline of the certificate `pem` (at once for None), `ask()` for a new one,
+    write it over `pem_path` and `use(pem_path)`; whatever fails is tried again after a backoff
+    (BACKOFF doubling to BACKOFF_LIMIT)."""
+    failures = 0
     while True:
-        try:
-            with open(pem_path, "rb") as f:
-                deadline = rotation_deadline(f.read())
-        except OSError:
-            deadline = 0.0
-        await clock.sleep(max(0.0, deadline - clock.now()))
+        if not failures:
+            await clock.sleep(max(0.0, (rotation_deadline(pem) if pem else 0.0) - clock.now()))
         try:
             pem = await ask()
-        except Exception as e:  # whatever failed (the server away, a denial): tried again a little later
-            log.warning("rotating the %s certificate failed: %s", what, e)
-            await clock.sleep(30.0)
+            write_pem(os.path.dirname(pem_path), pem, os.path.basename(pem_path))
+            use(pem_path)
+        except Exception as e:  # whatever failed (the server away, a denial, a full disk): tried again later
+            delay = min(BACKOFF * 2 ** failures, BACKOFF_LIMIT) * random.uniform(1.0, 1.1)
+            failures += 1
+            log.warning("rotating the %s certificate failed, trying again in %.0f s: %s", what, delay, e)
+            await clock.sleep(delay)
             continue
-        write_pem(os.path.dirname(pem_path), pem, os.path.basename(pem_path))
-        use(pem_path)
+        failures = 0
         log.info("rotated the %s certificate in %s", what, pem_path)
 
 
@@ -224,7 +246,8 @@ async def rotate(client, node_name: str, pem_path: str, clock: Clock = REAL) -> 
         client.creds.ssl.load_cert_chain(path)
         client.reconnect()
 
-    await _renew(pem_path, lambda: request_certificate(client, node_name, clock), use, "client", clock)
+    await _renew(pem_path, stored(pem_path, "client"), lambda: request_certificate(client, node_name, clock), use,
+                 "client", clock)
 
 
 async def rotate_serving(client, node_name: str, addresses: Callable[[], list[dict]], cert_dir: str,
@@ -233,11 +256,8 @@ async def rotate_serving(client, node_name: str, addresses: Callable[[], list[di
     at its deadline (at once without one) a new one is asked for as the node, for `addresses()`,
     and `use(path)` once issued. A node without an IP address asks for none (AllowDNSOnlyNodeCSR off)."""
     path = os.path.join(cert_dir, SERVING_CURRENT)
-    try:
-        with open(path, "rb") as f:
-            cert = _certificate(f.read())
-    except OSError:
-        cert = None
+    pem = stored(path, "serving")
+    cert = None if pem is None else _certificate(pem)
     if cert is not None and cert.not_valid_before_utc.timestamp() <= clock.now() <= cert.not_valid_after_utc.timestamp():
         use(path)
 
@@ -247,4 +267,4 @@ async def rotate_serving(client, node_name: str, addresses: Callable[[], list[di
             raise BootstrapError("the node has no IP address to ask for a serving certificate for")
         return await request_certificate(client, node_name, clock, current, SERVING_WAIT)
 
-    await _renew(path, ask, use, "serving", clock)
+    await _renew(path, pem, ask, use, "serving", clock)
