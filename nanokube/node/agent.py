@@ -525,7 +525,9 @@ class NodeAgent:
         next heartbeat posts the agent's own conditions, as upstream's kubelet
         patches its status whenever it differs from its lister's Node
         (nodeStatusHasChanged), not only every status_interval. Only the copy
-        is compared: no request per heartbeat, and nothing at all while in sync."""
+        is compared: no request per heartbeat, and nothing at all while in sync. The volume
+        manager hears of it too (its mounts waiting for an attachment)."""
+        self.volumes.node_seen(self.node or {}, node)
         self.node = node
         have = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or ()}
         theirs = {}

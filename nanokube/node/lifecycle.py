@@ -741,8 +741,8 @@ class PodWorker:
             return None
         return parse_time(self.start_time) + seconds - self.clock.now()
 
-    async def _wait(self, deadline: float | None, active: bool = False) -> bool:
-        """Sleep until the monotonic `deadline` (None: forever); True if cut
+    async def _wait(self, deadline: float | None, active: bool = False, wake: asyncio.Event | None = None) -> bool:
+        """Sleep until the monotonic `deadline` (None: forever) or until `wake` is set; True if cut
         short by deletion, or (`active`: the pod is being set up, its containers run or wait to
         restart) by the pod's activeDeadlineSeconds running out or its eviction (`eviction`).
         Deadlines are fixed before the status write so the API round trip counts as run time.
@@ -750,6 +750,8 @@ class PodWorker:
         timer = waiter = limit = None
         if deadline is not None:
             timer = asyncio.ensure_future(self._sleep_until(deadline))
+        if wake is not None:  # a timer of a kind: it ends the wait as the deadline would
+            timer = asyncio.ensure_future(self._until_woken(timer, wake))
         try:
             while not self.deleting():
                 self.changed.clear()
@@ -781,6 +783,16 @@ class PodWorker:
             # also when this wait is itself cancelled (the pod's worker stops): no task left pending
             for t in (timer, waiter, limit):
                 if t is not None and not t.done():
+                    t.cancel()
+
+    @staticmethod
+    async def _until_woken(timer: asyncio.Future | None, wake: asyncio.Event) -> None:
+        woken = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait([t for t in (timer, woken) if t], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (timer, woken):
+                if t is not None:
                     t.cancel()
 
     def _containers(self) -> list[dict]:
@@ -1603,10 +1615,11 @@ class PodWorker:
                                  "Failed to create pod sandbox: {}")
 
     async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
-        """Run `step(pod)` until it stops raising `not_ready`, backing off (but for a refusal
-        with a `recheck` period: a volume waiting for its attachment is checked that often); each
-        refusal is reported as a Warning event, which the recorder folds into one with a count (but
-        for one marked `quiet`: a volume waiting for its attachment, told only once it waited long)."""
+        """Run `step(pod)` until it stops raising `not_ready`, backing off, or sooner when a refusal
+        names an event that tells what it waits for changed (`wake`: a volume waiting for its
+        attachment, woken when the Node's volumesAttached changes); each refusal is reported as a
+        Warning event, which the recorder folds into one with a count (but for one marked `quiet`:
+        a volume waiting for its attachment, told only once it waited long)."""
         delay = CLAIM_RETRY_INITIAL
         while True:
             try:
@@ -1615,11 +1628,10 @@ class PodWorker:
             except not_ready as e:
                 if not getattr(e, "quiet", False):
                     await self._event("Warning", reason, message.format(e))
-                recheck = getattr(e, "recheck", None)
-            if await self._wait(self.clock.monotonic() + (recheck or delay), active=True):
+                wake = getattr(e, "wake", None)
+            if await self._wait(self.clock.monotonic() + delay, active=True, wake=wake):
                 return False
-            if recheck is None:
-                delay = min(delay * 2, CLAIM_RETRY_MAX)
+            delay = min(delay * 2, CLAIM_RETRY_MAX)
 
     # --- lifecycle hooks (hooks.py) -----------------------------------------------------
 

@@ -18,7 +18,6 @@ import os
 from ...client.informer import Informer
 from ...clock import REAL, Clock
 from ...controllers.base import Controller
-from ...machinery.errors import APIError
 from ...volume.attachment import attacher_finalizer
 
 _PV = "persistentVolumeName"
@@ -38,16 +37,17 @@ class LocalPathAttacher(Controller):
         self.finalizer = attacher_finalizer(driver)
         self.vas = client.resource("storage.k8s.io", "v1", "volumeattachments")
         self.pvs = client.resource("", "v1", "persistentvolumes")
-        self.nodes = client.resource("", "v1", "nodes")
         self.attachments = Informer(self.vas, clock=clock)
         self.attachments.add_index(_PV, lambda va: ((va.get("spec") or {}).get("source") or {}).get(_PV))
         self.volumes = Informer(self.pvs, clock=clock)
+        #: the Nodes, only read (the external-attacher's node lister): an attach costs no GET of its node
+        self.node_lister = Informer(client.resource("", "v1", "nodes"), clock=clock)
         self.attachments.add_handlers(on_add=self._attachment, on_update=lambda old, new: self._attachment(new),
                                       on_delete=self._attachment_gone)
         self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
 
     def informers(self):
-        return [self.volumes, self.attachments]
+        return [self.node_lister, self.volumes, self.attachments]
 
     def _attachment(self, va: dict) -> None:
         if (va.get("spec") or {}).get("attacher") == self.driver:
@@ -104,12 +104,9 @@ class LocalPathAttacher(Controller):
             raise PublishError(f"rpc error: code = InvalidArgument desc = volume {pv_name} is not a {self.driver} volume")
         if self.finalizer not in (pv["metadata"].get("finalizers") or ()):
             await self._finalizers(self.pvs, pv, [*(pv["metadata"].get("finalizers") or ()), self.finalizer])
-        try:
-            await self.nodes.get(spec.get("nodeName", ""))
-        except APIError as e:
-            if e.code != 404:
-                raise
-            raise PublishError(e.message) from None
+        node = spec.get("nodeName", "")
+        if self.node_lister.get(node) is None:  # in the lister's words
+            raise PublishError(f'node "{node}" not found')
         finalizers = va["metadata"].get("finalizers") or []
         if self.finalizer not in finalizers:  # before publishing, so a detach always reaches the driver
             await self._finalizers(self.vas, va, [*finalizers, self.finalizer])

@@ -85,6 +85,9 @@ class VolumeManager:
         #: pod uid -> the unique names of its volumes that the attach/detach controller attaches
         #: (the node reports them in status.volumesInUse while the pod may mount them)
         self.in_use: dict[str, set[str]] = {}
+        #: set (and replaced by a fresh one) when the Node's volumesAttached or volumesInUse changed:
+        #: the mounts waiting for an attachment try again then (persistent.NotAttached)
+        self.attachments_seen = asyncio.Event()
         #: pod uid -> the tmpfs mounts of its memory-backed emptyDirs (the process runtime's)
         self._tmpfs: dict[str, list[str]] = {}
         #: pod uid -> the targets whose tmpfs mount failed (a runtime not root): left directories,
@@ -103,6 +106,14 @@ class VolumeManager:
 
     def volumes_in_use(self) -> list[str]:
         return sorted(set().union(*self.in_use.values())) if self.in_use else []
+
+    def node_seen(self, old: dict, new: dict) -> None:
+        """The agent's informer saw this Node change: wake the mounts waiting for an attachment
+        when the volumes it lists attached or in use did."""
+        before, after = old.get("status") or {}, new.get("status") or {}
+        if any(before.get(f) != after.get(f) for f in ("volumesAttached", "volumesInUse")):
+            self.attachments_seen.set()
+            self.attachments_seen = asyncio.Event()
 
     def set_read_only(self, pod: dict, volume: str, read_only: bool) -> None:
         names = self._read_only.setdefault(pod["metadata"]["uid"], set())

@@ -116,10 +116,6 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
 #: podAttachAndMountTimeout: how long WaitForAttachAndMount waits before the pod's sync fails with
 #: `Unable to attach or mount volumes` (a FailedMount event), to wait as long again
 ATTACH_AND_MOUNT_TIMEOUT = 123.0
-#: how soon a volume waiting for its attachment is checked again: the volume manager's reconciler
-#: loop (100 ms), not the pod's back-off, so a pod starts moments after the attach/detach
-#: controller reports its volume attached
-ATTACH_RECHECK = 0.1
 
 
 def _block(pv: dict) -> bool:
@@ -139,14 +135,18 @@ def map_device(path: str) -> str:
 
 class NotAttached(MountError):
     """The volume's driver needs it attached and the attach/detach controller has not reported it
-    so; `quiet` until the pod waited ATTACH_AND_MOUNT_TIMEOUT, as the kubelet says so only then."""
+    so; `quiet` until the pod waited ATTACH_AND_MOUNT_TIMEOUT, as the kubelet says so only then.
+    The pod tries again when `wake` is set (the Node's attached or in-use volumes changed), so it
+    starts moments after its volume is reported attached, else at its back-off: a safety re-check,
+    as upstream's reconciler (every 100 ms) retries a failed VerifyControllerAttachedVolume only
+    after the operation's exponential back-off, and would GET the Node each time."""
 
-    def __init__(self, volume: str, quiet: bool):
+    def __init__(self, volume: str, quiet: bool, wake: asyncio.Event):
         Exception.__init__(self, f"Unable to attach or mount volumes: unmounted volumes=[{volume}], "
                                  f"unattached volumes=[{volume}]: timed out waiting for the condition")
         self.volume = volume
         self.quiet = quiet
-        self.recheck = ATTACH_RECHECK
+        self.wake = wake
 
 
 async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict) -> None:
@@ -161,6 +161,7 @@ async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict
         return
     name, uid = unique_name(driver, csi.get("volumeHandle", "")), pod["metadata"]["uid"]
     mgr.in_use.setdefault(uid, set()).add(name)
+    wake = mgr.attachments_seen  # the event of the Node's copy read now: a change after it sets it
     status = mgr.node().get("status") or {}
     waiting = mgr.state.setdefault(uid, {})
     if name in (status.get("volumesInUse") or ()) and \
@@ -171,7 +172,7 @@ async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict
     since = waiting.setdefault(("attach", volume), now)
     if now - since >= ATTACH_AND_MOUNT_TIMEOUT:
         waiting[("attach", volume)] = now
-    raise NotAttached(volume, quiet=now - since < ATTACH_AND_MOUNT_TIMEOUT)
+    raise NotAttached(volume, now - since < ATTACH_AND_MOUNT_TIMEOUT, wake)
 
 
 async def _supports_fs_group(mgr: VolumeManager, pv: dict) -> bool:
