@@ -86,25 +86,45 @@ def load_key(path: str):
         return serialization.load_pem_private_key(f.read(), None)
 
 
+def _sequence(der: bytes) -> bytes:
+    """The contents of the DER SEQUENCE `der` (b"" for anything else)."""
+    if len(der) < 2 or der[0] != 0x30:
+        return b""
+    return der[2 + (der[1] & 0x7F if der[1] & 0x80 else 0):]
+
+
+def _public_key(der: bytes):
+    """A block's key as keyutil.ParsePublicKeysPEM tries it, whatever the block's label: an RSA private
+    key (PKCS #1 or #8), an RSA or ECDSA public key (a SubjectPublicKeyInfo, or a certificate's) or an
+    ECDSA private key (SEC 1 only); ValueError for anything else, a PKCS #1 RSAPublicKey (which Go's
+    ParsePKIXPublicKey refuses) and an ECDSA key in PKCS #8 among them."""
+    try:
+        return x509.load_der_x509_certificate(der).public_key()
+    except ValueError:
+        pass
+    body = _sequence(der)
+    if body[:1] == b"\x30":  # SubjectPublicKeyInfo: an AlgorithmIdentifier first
+        return serialization.load_der_public_key(der)
+    key = serialization.load_der_private_key(der, None)
+    if isinstance(key, ec.EllipticCurvePrivateKey) and body[3:4] == b"\x30":  # PKCS #8: an AlgorithmIdentifier after the version
+        raise ValueError("an ECDSA key in PKCS #8")
+    return key.public_key()
+
+
 def public_keys(pem: bytes) -> list:
-    """Every key of a PEM file as kube-apiserver's --service-account-key-file reads one: public keys,
-    certificates' keys and private keys' public halves, RSA or ECDSA; ValueError where it holds none.
-    A block that holds no such key (a CA bundle's other PEM, an encrypted key, a damaged one) is
-    passed over, as keyutil's ParsePublicKeysPEM tolerates non-key blocks."""
+    """Every key of a PEM file as kube-apiserver's --service-account-key-file reads one (keyutil's
+    ParsePublicKeysPEM, see `_public_key`), RSA or ECDSA; ValueError where it holds none. A block
+    that holds no such key (a CA bundle's other PEM, an encrypted key, a damaged one) is passed
+    over, as keyutil tolerates non-key blocks."""
     keys = []
     for block in pem.split(b"-----BEGIN ")[1:]:
-        kind = block.split(b"-----", 1)[0]
-        text = b"-----BEGIN " + block.split(b"-----END ", 1)[0] + b"-----END " + kind + b"-----\n"
+        lines = block.split(b"-----END ", 1)[0].split(b"\n")[1:]
         try:
-            if kind == b"CERTIFICATE":
-                keys.append(x509.load_pem_x509_certificate(text).public_key())
-            elif kind.endswith(b"PRIVATE KEY"):
-                keys.append(serialization.load_pem_private_key(text, None).public_key())
-            elif kind.endswith(b"PUBLIC KEY"):
-                keys.append(serialization.load_pem_public_key(text))
+            key = _public_key(base64.b64decode(b"".join(line.strip() for line in lines if b":" not in line), validate=True))
         except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: an encrypted key, no password)
             continue
-    keys = [k for k in keys if isinstance(k, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey))]
+        if isinstance(key, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey)):
+            keys.append(key)
     if not keys:
         raise ValueError("data does not contain any valid RSA or ECDSA public keys")
     return keys

@@ -15,7 +15,7 @@ from nanokube.pki.jwt import algorithm, key_id, public_keys, sign, verify_signat
 def test_a_key_file_holds_public_keys_certificates_and_private_keys():
     ca = new_ca("sa")
     rsa_key, ec_key = rsa.generate_private_key(65537, 2048), ec.generate_private_key(ec.SECP384R1())
-    pem = (rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.PKCS1)
+    pem = (rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
            + ca.cert_pem
            + ec_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
                                   serialization.NoEncryption()))
@@ -23,6 +23,24 @@ def test_a_key_file_holds_public_keys_certificates_and_private_keys():
                                                       key_id(ec_key.public_key())]
     with pytest.raises(ValueError, match="does not contain any valid RSA or ECDSA public keys"):
         public_keys(b"no PEM here\n")
+
+
+def test_keys_are_told_by_their_bytes_as_keyutil_tells_them():
+    """keyutil.ParsePublicKeysPEM reads a block's bytes, never its label: an RSA private key in
+    PKCS #1 or #8, a SubjectPublicKeyInfo, a certificate, an ECDSA private key in SEC 1. A PKCS #1
+    `RSA PUBLIC KEY` (Go's ParsePKIXPublicKey refuses it) and an ECDSA private key in PKCS #8 hold
+    none for it, which was taken before."""
+    rsa_key, ec_key = rsa.generate_private_key(65537, 2048), ec.generate_private_key(ec.SECP256R1())
+    no = serialization.NoEncryption()
+    pkcs1_public = rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.PKCS1)
+    ec_pkcs8 = ec_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, no)
+    with pytest.raises(ValueError, match="does not contain any valid RSA or ECDSA public keys"):
+        public_keys(pkcs1_public + ec_pkcs8)
+    rsa_pkcs8 = rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, no)
+    spki = ec_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    relabelled = spki.replace(b"PUBLIC KEY", b"RSA PUBLIC KEY").replace(b"\n", b"\r\n")
+    assert [key_id(k) for k in public_keys(rsa_pkcs8 + relabelled)] == [key_id(rsa_key.public_key()),
+                                                                        key_id(ec_key.public_key())]
 
 
 def test_blocks_without_a_key_are_passed_over():
