@@ -398,7 +398,7 @@ class APIHandlers:
         #: the nodes' kubelets: an in-process agent's, or dialled at the Node's address
         self.kubelets = self.proxies.nodes = self.streams.kubelets = Kubelets(
             lambda name: rest._entry(index.get("", "v1", "nodes"), None, name).obj, self.streams.get_pod,
-            self.proxies.kubelets)
+            self.proxies.kubelets, clock)
         self.sub.kubelet_log = self.kubelets.read_log
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None

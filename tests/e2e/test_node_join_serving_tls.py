@@ -117,20 +117,23 @@ def test_an_approved_serving_certificate_is_served_and_verified(cluster, tmp_pat
             (tmp_path / "tls-bootstrapped" / "pki" / "kubelet-server-current.pem").read_bytes())
         assert served.issuer.rfc4514_string() == "CN=kubernetes"
 
-        # the API server's client certificate rewritten (as `kubeadm certs renew` would): presented at
-        # the next dial, here one for a user the kubelet's SubjectAccessReview refuses
+        # the API server's client certificate rewritten (as `kubeadm certs renew` would): presented by
+        # the dials after the API server next looks at its files (a second apart at most), here one
+        # for a user the kubelet's SubjectAccessReview refuses
         pki = cluster.data_dir / "pki"
         cert, key = pki / "apiserver-kubelet-client.crt", pki / "apiserver-kubelet-client.key"
         kept = cert.read_bytes(), key.read_bytes()
         nobody = issue(KeyPair((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes()), "nobody", client=True)
         cert.write_bytes(nobody.cert_pem)
         key.write_bytes(nobody.key_pem)
-        got = cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped", check=False)
-        assert (got.returncode, got.stderr) == (1, "Error from server (Forbidden): Forbidden (user=nobody, verb=get, "
-                                                   "resource=nodes, subresource=proxy) ( pods/log on-bootstrapped)\n")
+        got = wait_for(lambda: (r := cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped", check=False)).returncode
+                       and r, what="the rewritten client certificate presented")
+        assert got.stderr == ("Error from server (Forbidden): Forbidden (user=nobody, verb=get, "
+                              "resource=nodes, subresource=proxy) ( pods/log on-bootstrapped)\n")
         cert.write_bytes(kept[0])
         key.write_bytes(kept[1])
-        assert cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped").stdout == "on-bootstrapped\n"
+        assert wait_for(lambda: cluster.kubectl("logs", "-n", NAMESPACE, "on-bootstrapped", check=False).stdout,
+                        what="the restored client certificate presented") == "on-bootstrapped\n"
 
         where = f"https://127.0.0.1:{other_port}/containerLogs/{NAMESPACE}/on-self-signed/c"
         unknown = "tls: failed to verify certificate: x509: certificate signed by unknown authority"

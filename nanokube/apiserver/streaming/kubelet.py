@@ -21,11 +21,11 @@ import os
 import ssl
 import weakref
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
+from ...clock import REAL, Clock
 from ...machinery import errors
 from ...machinery.hostport import join_host_port
 from .proxy import DialError, _body, _read_head, forward, relayed, upgrade
@@ -215,11 +215,16 @@ def client_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContex
     return tls
 
 
+#: how often a dial looks at the client certificate's files for a change: upstream's loaders poll a
+#: minute apart (client-go's five), this checks the files' metadata, a second apart at most
+CHECK_EVERY = 1.0
+
+
 def _stamp(*files: str) -> tuple:
-    """What tells a rewritten file: the files' bytes (none when one is missing), as client-go compares
-    what it loads; a dial's two small reads beside its handshake."""
+    """What tells a rewritten file without reading it: each one's inode, size and modification time
+    (none when one is missing)."""
     try:
-        return tuple(Path(f).read_bytes() for f in files)
+        return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, files))
     except OSError:
         return ()
 
@@ -229,13 +234,14 @@ class Kubelets:
     KubeletServer, None: not theirs), else a TLS connection to the Node's preferred address."""
 
     def __init__(self, get_node: Callable[[str], dict], get_pod: Callable[[str, str], dict],
-                 in_process: list[Callable[[str], object | None]]):
-        self.get_node, self.get_pod, self.in_process = get_node, get_pod, in_process
+                 in_process: list[Callable[[str], object | None]], clock: Clock = REAL):
+        self.get_node, self.get_pod, self.in_process, self.clock = get_node, get_pod, in_process, clock
         #: --kubelet-preferred-address-types
         self.preferred = PREFERRED_ADDRESS_TYPES
         self.cert_file = self.key_file = self.ca_file = ""
-        #: the client certificate's and key's files as last read
+        #: the client certificate's and key's files as last read, and when they were last looked at
         self._stamp: tuple = ()
+        self._checked = float("-inf")
         self.tls = client_context("", "", "")
         #: the context that takes any serving certificate, made when first asked for (`dial`)
         self._insecure: ssl.SSLContext | None = self.tls
@@ -253,8 +259,12 @@ class Kubelets:
     def _reload(self) -> None:
         """A client certificate or key rewritten since it was read is read again, and the connections
         that presented the old one are closed (client-go's dynamic client certificate; a pair that
-        does not load yet, half written, leaves the old one in use)."""
-        if not self.cert_file or _stamp(self.cert_file, self.key_file) in (self._stamp, ()):
+        does not load yet, half written, leaves the old one in use), looked at CHECK_EVERY at most."""
+        now = self.clock.monotonic()
+        if not self.cert_file or now - self._checked < CHECK_EVERY:
+            return
+        self._checked = now
+        if _stamp(self.cert_file, self.key_file) in (self._stamp, ()):
             return
         try:
             self.use(self.cert_file, self.key_file, self.ca_file)
