@@ -38,6 +38,7 @@ UNDISCLOSED = ("32Gi", "undisclosed", "0.0")
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 #: columns a pod list may leave out (openb_pod_list_multigpu50.csv has none of them): no model constraint,
 #: no QoS label; without times the tasks can only be sampled (`inflate`)
 POD_OPTIONAL = ("gpu_spec", "qos", "creation_time", "deletion_time")
@@ -157,6 +158,13 @@ def load_pods(path: str, untimed: bool = False, run_times: bool = False) -> Trac
                 raise TraceError(f"{path}: no scheduled_time column: the tasks' run times (deletion_time - "
                                  "scheduled_time) are unknown")
         num_gpu, milli = row.number("num_gpu"), row.number("gpu_milli")
+        # openb's shapes: no GPU, a 1-1000 share of one GPU, or whole GPUs; any other pair was a guess
+        if milli > 1000 or (num_gpu == 0) != (milli == 0) or (num_gpu > 1 and milli != 1000):
+            raise TraceError(f"{path}:{row.line}: gpu_milli: {milli} with num_gpu {num_gpu}: a task asks for no GPU "
+                             "(0 and 0), a share of one (1 and 1-1000) or whole GPUs (N and 1000)")
+        phase = row.text("pod_phase")
+        if phase and phase not in PHASES:
+            raise TraceError(f"{path}:{row.line}: pod_phase: {phase!r} is not one of {', '.join(PHASES)}")
         spec = row.text("gpu_spec")
         name = row.text("name")
         if not name:
@@ -171,8 +179,7 @@ def load_pods(path: str, untimed: bool = False, run_times: bool = False) -> Trac
                          "resources": {"requests": {"cpu": f"{row.number('cpu_milli')}m",
                                                     "memory": f"{row.number('memory_mib')}Mi"}}}]}}
         if num_gpu:
-            milli = milli if num_gpu == 1 and 0 < milli < 1000 else 1000
-            shape = (num_gpu if milli == 1000 else 1, milli, spec)
+            shape = (num_gpu, milli, spec)
             tname = templates.get(shape)
             if tname is None:
                 tname = templates[shape] = f"gpu-{shape[0]}x{milli}" + (f"-spec{len(templates)}" if spec else "")

@@ -57,6 +57,14 @@ def test_a_malformed_openb_csv_is_one_line_naming_the_file_line_and_column(tmp_p
         (NODES + "openb-node-0002,1000\n", PODS, "nodes.csv:4: 2 fields, the header has 5"),
         (NODES, PODS.replace(",0,100,0", ",0,soon,0"), "pods.csv:2: deletion_time: 'soon' is not a number"),
         (NODES, PODS.replace("12288,1,460", "12288,-1,460"), "pods.csv:3: num_gpu: must not be negative, got -1"),
+        # a GPU share openb cannot have was read as a whole GPU (or none), placed and counted as such
+        (NODES, PODS.replace("12288,1,460", "12288,1,1500"), "pods.csv:3: gpu_milli: 1500 with num_gpu 1: a task asks "
+                                                             "for no GPU (0 and 0), a share of one (1 and 1-1000) or "
+                                                             "whole GPUs (N and 1000)"),
+        (NODES, PODS.replace("12288,1,460", "12288,2,460"), "pods.csv:3: gpu_milli: 460 with num_gpu 2: "),
+        (NODES, PODS.replace("12288,1,460", "12288,0,460"), "pods.csv:3: gpu_milli: 460 with num_gpu 0: "),
+        (NODES, PODS.replace(",LS,Running,10", ",LS,Runing,10"),
+         "pods.csv:3: pod_phase: 'Runing' is not one of Pending, Running, Succeeded, Failed, Unknown"),
         # two tasks of one name would be one pod created twice (the second refused mid-run)
         (NODES, PODS.replace("openb-pod-0001", "openb-pod-0000"),
          "pods.csv:3: name: openb-pod-0000 is also the task on line 2"),
