@@ -31,6 +31,8 @@ class AuthOptions:
     authorization: tuple[str, list] | None = None
     #: --enable-bootstrap-token-auth: bootstrap tokens authenticate (`up` runs it on, as kubeadm does)
     bootstrap_tokens: bool = False
+    #: --service-account-issuer's (pki_options), which no JWT issuer of the authentication config may be
+    service_account_issuers: tuple[str, ...] = ()
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -59,8 +61,11 @@ def load(args: argparse.Namespace) -> AuthOptions:
         from .auth import authentication_config
 
         options.authentication_path = os.path.abspath(given) if given else ""
+        options.service_account_issuers = tuple(getattr(args, "service_account_issuer", None) or ()) \
+            or (authentication_config.SERVICE_ACCOUNT_ISSUER,)
         try:
-            options.authentication, options.anonymous = authentication_config.load(options.authentication_path or None, flag)
+            options.authentication, options.anonymous = authentication_config.load(
+                options.authentication_path or None, flag, options.service_account_issuers)
         except authentication_config.ConfigError as e:
             raise authentication_config.ConfigError(f"--authentication-config: {e}" if given else str(e)) from None
     given = getattr(args, "authorization_config", None)
@@ -87,7 +92,7 @@ def apply(server: APIServer, options: AuthOptions) -> None:
         from .auth.authentication_controller import AuthenticationController
 
         server.authentication = AuthenticationController(options.authentication_path, options.authentication,
-                                                         server.clock, _apiserver_id())
+                                                         server.clock, _apiserver_id(), options.service_account_issuers)
         server.component_metrics.append(server.authentication.metrics.registry)
     if options.bootstrap_tokens:  # before the JWT issuers, as kube-apiserver's token authenticators go
         from .auth.bootstraptoken import BootstrapTokenAuthenticator

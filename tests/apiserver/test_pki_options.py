@@ -62,3 +62,15 @@ def test_clients_trust_the_ca_that_issued_the_given_serving_certificate(tmp_path
     (tmp_path / "leaf.crt").write_bytes(leaf.cert_pem)  # no CA up knows issued it
     assert client_trust(PKIOptions(serving=(str(tmp_path / "leaf.crt"), "unused.key")), pki, {}) == pki.ca.cert_pem
     assert "no CA nanokube knows issued --tls-cert-file's certificate" in caplog.text
+
+
+def test_no_jwt_issuer_of_the_authentication_config_may_be_a_service_account_issuer(tmp_path, capsys):
+    config = tmp_path / "authn.yaml"
+    config.write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n"
+                      "- issuer:\n    url: https://b.example\n    audiences: [a]\n"
+                      "  claimMappings:\n    username:\n      claim: sub\n      prefix: ''\n")
+    argv = ["up", "--data-dir", str(tmp_path / "d"), "--store", "memory", "--authentication-config", str(config),
+            "--service-account-issuer", "https://a.example", "--service-account-issuer", "https://b.example"]
+    assert main(argv) == 2
+    assert ('jwt[0].issuer.url: Invalid value: "https://b.example": URL must not overlap with disallowed issuers: '
+            '[https://a.example https://b.example]') in capsys.readouterr().err

@@ -398,24 +398,26 @@ def parse(text: str, disallowed_issuers: tuple[str, ...] = (SERVICE_ACCOUNT_ISSU
     return Configuration(doc, text, anonymous, issuers)
 
 
-def read(path: str) -> Configuration:
+def read(path: str, disallowed_issuers: tuple[str, ...] = (SERVICE_ACCOUNT_ISSUER,)) -> Configuration:
     try:
         text = read_text(path)
     except OSError as e:
         raise ConfigError(f'failed to load authentication configuration from file "{path}": '
                           f'open {path}: {(e.strerror or str(e)).lower()}') from None
     try:
-        return parse(text)
+        return parse(text, disallowed_issuers)
     except ConfigError as e:
         if str(e).startswith("invalid authentication configuration"):
             raise
         raise ConfigError(f'failed to load authentication configuration from file "{path}": {e}') from None
 
 
-def load(path: str | None, anonymous_flag: bool | None) -> tuple[Configuration | None, Anonymous]:
+def load(path: str | None, anonymous_flag: bool | None,
+         disallowed_issuers: tuple[str, ...] = (SERVICE_ACCOUNT_ISSUER,)) -> tuple[Configuration | None, Anonymous]:
     """--authentication-config's file (None without one) and who goes without credentials: the
-    file's `anonymous`, else --anonymous-auth (true unless set false); both set is refused."""
-    config = read(path) if path else None
+    file's `anonymous`, else --anonymous-auth (true unless set false); both set is refused.
+    `disallowed_issuers`: --service-account-issuer's, which no `jwt` entry may name."""
+    config = read(path, disallowed_issuers) if path else None
     if config is not None and config.anonymous is not None:
         if anonymous_flag is not None:
             raise ConfigError(str(forbidden("anonymous", "--anonymous-auth flag cannot be set when anonymous field is "

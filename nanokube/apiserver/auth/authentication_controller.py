@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from ...clock import REAL, Clock
 from ...machinery.metrics import Family
 from ...machinery.user import User
-from .authentication_config import ConfigError, Configuration, config_hash, parse, reload_problem
+from .authentication_config import SERVICE_ACCOUNT_ISSUER, ConfigError, Configuration, config_hash, parse, reload_problem
 from .config_reload import ReloadedConfig
 from .oidc import JWTAuthenticators, TokenError, issuer_hash
 
@@ -90,7 +90,10 @@ class AuthenticationController(ReloadedConfig):
 
     what = "authentication"
 
-    def __init__(self, path: str, config: Configuration, clock: Clock = REAL, apiserver_id: str = "") -> None:
+    def __init__(self, path: str, config: Configuration, clock: Clock = REAL, apiserver_id: str = "",
+                 disallowed_issuers: tuple[str, ...] = (SERVICE_ACCOUNT_ISSUER,)) -> None:
+        """`disallowed_issuers`: --service-account-issuer's, which a reloaded file may not name either."""
+        self.disallowed_issuers = disallowed_issuers
         super().__init__(path, config.text, clock, AuthenticationMetrics(apiserver_id))
         self.config = config
         self.metrics.applied(config.text)
@@ -119,7 +122,7 @@ class AuthenticationController(ReloadedConfig):
         self._tasks.append(asyncio.get_running_loop().create_task(self.authenticators.prefetch()))
 
     def build(self, text: str) -> Configuration:
-        config = parse(text)
+        config = parse(text, self.disallowed_issuers)
         problem = reload_problem(self.config, config)
         if problem:
             raise ConfigError(problem)

@@ -128,11 +128,11 @@ async def test_a_reload_is_judged_off_the_event_loop(tmp_path, monkeypatch):
     held, release, built = threading.Event(), threading.Event(), threading.Event()
     parse = authentication_controller.parse
 
-    def held_parse(text: str):
+    def held_parse(text: str, *rest):
         held.set()
         release.wait(20)
         built.set()
-        return parse(text)
+        return parse(text, *rest)
 
     monkeypatch.setattr(authentication_controller, "parse", held_parse)
     async with served_with(tmp_path, AUTHN + ISSUER % "[a]") as (server, kubeconfig):
