@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import ssl
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -287,16 +288,27 @@ def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"", self_sign
 class _Refusing(ssl.SSLObject):
     """A server connection whose handshake may be refused with an alert (`refused`). asyncio aborts
     a failed handshake before sending what OpenSSL wrote, the alert included: the failure reads here
-    as a wait for the peer, so that asyncio sends the alert first; the peer reading it hangs up."""
+    first as a wait for the peer, on which asyncio sends the alert, and is given again at once, on
+    which asyncio closes the connection, as a Go server does after its alert (not held open until
+    the peer hangs up, or asyncio's 60 s handshake timeout). No public API says which connection an
+    SSLObject is: its caller, asyncio's SSLProtocol, is asked to run the handshake again through its
+    public BufferedProtocol method, fed nothing; test_component_server fails if asyncio calls otherwise."""
 
     refused = False
+    failure: ssl.SSLError | None = None
 
     def do_handshake(self) -> None:
+        if self.failure is not None:
+            raise self.failure
         try:
             super().do_handshake()
-        except ssl.SSLError:
+        except ssl.SSLError as e:
             if not self.refused:
                 raise
+            self.failure = e
+            protocol = sys._getframe(1).f_locals.get("self")
+            if isinstance(protocol, asyncio.BufferedProtocol):
+                asyncio.get_running_loop().call_soon(protocol.buffer_updated, 0)
             raise ssl.SSLWantReadError() from None
 
 

@@ -212,3 +212,36 @@ async def test_a_refusal_is_a_status_but_the_kubelets_is_its_plain_text():
         got = await http.get("/containerLogs/ns/p/c")
         assert (got.status, await got.text()) == (
             403, "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)")
+
+
+async def test_a_refused_handshake_is_closed_once_its_alert_is_sent():
+    """A port with no certificate to serve yet (the kubelet before its serving certificate is
+    approved) answers a ClientHello with an internal_error alert, as upstream's GetCertificate
+    error, and then closes the connection: it was held open until the peer hung up or asyncio's
+    60 s handshake timeout. The peer here sends its hello and only reads; 20 s is its deadline."""
+    import argparse
+    import asyncio
+    import socket
+    import ssl
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = argparse.Namespace(secure_port=port, bind_address="127.0.0.1")
+    app = component_server.app(component_server.DelegatedAuth(AllowAll()), CollectorRegistry(), {}, list)
+    runner = await component_server.serve(args, app, "test", tls=component_server.tls_context("", "", self_signed=False))
+    hello = ssl.MemoryBIO()
+    client = ssl._create_unverified_context().wrap_bio(ssl.MemoryBIO(), hello)
+    try:
+        client.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(hello.read())
+        answer = await asyncio.wait_for(reader.read(), 20)  # to the server's end of the stream
+        # a plaintext TLS alert record: fatal (2), internal_error (80)
+        assert answer == bytes([0x15, 0x03, 0x03, 0x00, 0x02, 2, 80])
+    finally:
+        writer.close()
+        await runner.cleanup()
