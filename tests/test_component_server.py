@@ -245,3 +245,30 @@ async def test_a_refused_handshake_is_closed_once_its_alert_is_sent():
     finally:
         writer.close()
         await runner.cleanup()
+
+
+async def test_the_aiohttp_hooks_the_quiet_handler_relies_on_are_there():
+    """aiohttp (pinned at 3.14.5) has no public way to choose a connection's RequestHandler, which
+    Go's answers to what the parser refuses need (the test above): component_server's _Runner
+    overrides BaseRunner._make_server and reads the server's request_handler, request_factory and
+    handler_cancellation, its _QuietServer is the protocol factory (Server.__call__) and its _Quiet
+    overrides RequestHandler.handle_error. An upgrade that renames or reshapes any of them fails
+    here by name, not as aiohttp's own tracebacks and 400s back on the secure ports."""
+    import inspect
+
+    from aiohttp import web
+    from aiohttp.web_protocol import RequestHandler
+
+    assert inspect.iscoroutinefunction(web.AppRunner._make_server), "aiohttp's runners make their server elsewhere"
+    assert list(inspect.signature(RequestHandler.handle_error).parameters) == [
+        "self", "request", "status", "exc", "message"], "RequestHandler.handle_error changed shape"
+    assert {"request_factory", "handler_cancellation", "loop"} <= set(inspect.signature(web.Server.__init__).parameters)
+    app = component_server.app(component_server.DelegatedAuth(AllowAll()), CollectorRegistry(), {}, list)
+    runner = component_server._Runner(app, access_log=None, max_line_size=component_server.MAX_HEADER_BYTES)
+    await runner.setup()
+    try:
+        assert type(runner.server) is component_server._QuietServer
+        assert runner.server.handler_args == {"access_log": None, "max_line_size": component_server.MAX_HEADER_BYTES}
+        assert type(runner.server()) is component_server._Quiet  # what a TCPSite's connections are made by
+    finally:
+        await runner.cleanup()
