@@ -277,6 +277,25 @@ _KNOWN = {
 }
 
 
+#: the JSON types of the fields (configfile.mistyped's schema; qps, burst and nodePortAddresses are
+#: checked apart, first, in their own words)
+_PERIODS = {"syncPeriod": str, "minSyncPeriod": str}
+_SCHEMA = {
+    "featureGates": {}, "logging": {}, "winkernel": {}, "hostnameOverride": str, "bindAddress": str,
+    "healthzBindAddress": str, "metricsBindAddress": str, "bindAddressHardFail": bool, "enableProfiling": bool,
+    "showHiddenMetricsForVersion": str, "mode": str, "detectLocalMode": str, "clusterCIDR": str, "oomScoreAdj": int,
+    "configSyncPeriod": str, "portRange": str, "windowsRunAsService": bool,
+    "clientConnection": {"kubeconfig": str, "acceptContentTypes": str, "contentType": str},
+    "iptables": {**_PERIODS, "masqueradeBit": int, "masqueradeAll": bool, "localhostNodePorts": bool},
+    "nftables": {**_PERIODS, "masqueradeBit": int, "masqueradeAll": bool},
+    "ipvs": {**_PERIODS, "scheduler": str, "excludeCIDRs": [str], "strictARP": bool, "tcpTimeout": str,
+             "tcpFinTimeout": str, "udpTimeout": str},
+    "detectLocal": {"bridgeInterface": str, "interfaceNamePrefix": str},
+    "conntrack": {"maxPerCore": int, "min": int, "tcpEstablishedTimeout": str, "tcpCloseWaitTimeout": str,
+                  "tcpBeLiberal": bool, "udpTimeout": str, "udpStreamTimeout": str},
+}
+
+
 def load(path: str | Path) -> ProxyConfig:
     """The file at `path`, decoded as kube-proxy's loadConfig does; ConfigError in its words."""
     try:
@@ -314,4 +333,6 @@ def load(path: str | Path) -> ProxyConfig:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int if key == "burst" else (int, float))):
             raise ConfigError(f"failed to decode: json: cannot unmarshal {_json_type(v)} into Go struct field "
                               f"{KIND}.clientConnection.{key} of type {go_type}")
-    return from_v1alpha1(doc)
+    if wrong := configfile.mistyped(doc, _SCHEMA, KIND):  # (fuzz62: `min: {a: 1}` and such were tracebacks)
+        raise ConfigError(f"failed to decode: {wrong}")
+    return from_v1alpha1(configfile.zeroed(doc, _SCHEMA))  # (a null section is Go's zero one)

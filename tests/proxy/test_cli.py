@@ -107,6 +107,16 @@ def test_a_config_file_is_defaulted_and_its_modes_section_taken(tmp_path):
     assert (doc["detectLocalMode"], doc["detectLocal"]["bridgeInterface"]) == ("BridgeInterface", "cbr0")
 
 
+def test_a_null_section_or_field_is_gos_zero_value_then_defaulted(tmp_path):
+    """fuzz62: `nftables: null` was None.setdefault, a traceback; Go decodes it as the zero section."""
+    path = _config(tmp_path, HEAD + "mode: nftables\nnftables: null\nconntrack: {min: null}\nnodePortAddresses: null\n")
+    out = tmp_path / "out.yaml"
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["nftables"] == {"masqueradeAll": False, "masqueradeBit": 14, "minSyncPeriod": "1s", "syncPeriod": "30s"}
+    assert doc["conntrack"]["min"] == 131072
+
+
 def test_write_config_to_writes_the_files_other_fields_back(tmp_path):
     """As kube-proxy encodes the configuration it loaded: the fields nanokube only carries come back
     as the file has them; the other modes' sync periods and masqueradeAll, which its internal
@@ -182,7 +192,11 @@ def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_error
     (None, "open {path}: no such file or directory"),
     ("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n",
      'failed to decode: no kind "KubeletConfiguration" is registered for version "kubeproxy.config.k8s.io/v1alpha1"'),
-    (HEAD + "nftables: {syncPeriod: 30}\n", "failed to decode: json: cannot unmarshal int into Go struct field"),
+    (HEAD + "nftables: {syncPeriod: 30}\n", "failed to decode: json: cannot unmarshal number into Go struct field "
+                                         "KubeProxyConfiguration.nftables.syncPeriod of type string"),
+    # (fuzz62: a field of another JSON type outside the sections checked before was a traceback)
+    (HEAD + "conntrack: {min: {a: 1}}\n", "failed to decode: json: cannot unmarshal object into Go struct field "
+                                          "KubeProxyConfiguration.conntrack.min of type int32"),
     (HEAD + "nftables: {syncPeriod: 30x}\n", 'failed to decode: time: unknown unit "x" in duration "30x"'),
     (HEAD + "clientConnection: {qps: fast}\n", "failed to decode: json: cannot unmarshal string into Go struct "
                                                "field KubeProxyConfiguration.clientConnection.qps of type float32"),
