@@ -62,9 +62,9 @@ fuzz62 (session 44) added:
   objects, which it must not write); the kubelet must stop on SIGTERM with no traceback in its log;
 - `configs`: `up` started with a drawn file of each kind it reads (--tracing-config-file,
   --authentication-config, --authorization-config, --encryption-provider-config, --audit-policy-file,
-  --admission-control-config-file, --scheduler-config, --audit-webhook-config-file) and `nanokube
-  scheduler --config`: a value at a drawn path replaced (odd types, nulls, huge numbers) or gone, unknown
-  fields, or text of odd form (cut, repeated keys, aliases, deep, tags, other encodings), with odd -v,
+  --admission-control-config-file, --scheduler-config, --audit-webhook-config-file), `nanokube
+  scheduler --config` and `nanokube proxy --config` (with --write-config-to): a value at a drawn path
+  replaced (odd types, nulls, huge numbers) or gone, unknown fields, or text of odd form (cut, repeated keys, aliases, deep, tags, other encodings), with odd -v,
   --vmodule and --logging-format now and then: each must start or stop within 60 s with its error and
   no traceback, a started `up` answer a few requests and stop on SIGTERM;
 - `tracing`: `up` with --tracing-config-file sampling every request: drawn traceparent, tracestate and
@@ -2303,6 +2303,13 @@ CONFIGS = {
                                     "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
                                     "contexts": [{"name": "c", "context": {"cluster": "c"}}]},
 }
+#: kube-proxy's (`nanokube proxy --config`, with --write-config-to: it decodes, defaults and writes, then exits)
+PROXY_CONFIG = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration", "mode": "nftables",
+                "clientConnection": {"kubeconfig": "/x", "qps": 5, "burst": 10},
+                "nftables": {"syncPeriod": "30s", "minSyncPeriod": "1s", "masqueradeBit": 14},
+                "conntrack": {"maxPerCore": 32768, "min": 131072, "tcpEstablishedTimeout": "24h"},
+                "nodePortAddresses": ["127.0.0.0/8"], "healthzBindAddress": "0.0.0.0:10256", "clusterCIDR": "10.244.0.0/16",
+                "detectLocalMode": "ClusterCIDR", "detectLocal": {"bridgeInterface": "cbr0"}, "oomScoreAdj": -999}
 ODD_VALUES = [None, "", "x", -1, 0, 1, 2**63, 10**30, 1.5, True, [], {}, [None], {"a": 1}, "\u00e9" * 300, "1e999",
               "-1s", "0s", "999999h", "a" * 70_000, "::", "unix:///nonexistent.sock", "../../x", "*"]
 
@@ -2366,8 +2373,9 @@ def family_configs(p: Probe, rng: random.Random, until: float) -> None:
         starts += 1
         d = Path(tempfile.mkdtemp(prefix="fz62-cfg-"))
         try:
-            flag = rng.choice([*CONFIGS, "scheduler --config"])
-            text = _config_text(rng, scheduler_good if flag == "scheduler --config" else CONFIGS[flag])
+            flag = rng.choice([*CONFIGS, "scheduler --config", "proxy --config"])
+            text = _config_text(rng, {"scheduler --config": scheduler_good, "proxy --config": PROXY_CONFIG}.get(flag)
+                                or CONFIGS[flag])
             (d / "cfg").write_bytes(text.encode("utf-8", "surrogatepass"))
             extra = []
             if rng.random() < 0.15:
@@ -2376,6 +2384,8 @@ def family_configs(p: Probe, rng: random.Random, until: float) -> None:
                                     ["--logging-format", rng.choice(["json", "text", "JSON", "", "xml"])]])
             if flag == "scheduler --config":
                 argv = ["scheduler", "--config", str(d / "cfg"), "--kubeconfig", p.kubeconfig, "--secure-port", "0"]
+            elif flag == "proxy --config":
+                argv = ["proxy", "--config", str(d / "cfg"), "--write-config-to", str(d / "out.yaml")]
             else:
                 argv = ["up", "--data-dir", str(d / "up"), "--port", "0", flag, str(d / "cfg"), "--scheduler", "none"]
                 if flag == "--audit-policy-file":
