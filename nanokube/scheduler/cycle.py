@@ -29,6 +29,11 @@ def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
     return max(num_nodes * percentage // 100, MIN_FEASIBLE_NODES)
 
 
+class PluginError(RuntimeError):
+    """A plugin's error (not a rejection) in PreFilter, Filter or PreScore: the attempt fails as a
+    SchedulerError with upstream's wrapped text (`running "DynamicResources" filter plugin: ...`)."""
+
+
 @dataclass
 class FitError(Exception):
     """No node fits; the message is upstream's FitError text."""
@@ -134,7 +139,7 @@ class Algorithm:
         nodes = snap.nodes
         if st is not None:
             if st.code == Code.ERROR:
-                raise RuntimeError(f"running PreFilter plugin {st.plugin}: {st.message()}")
+                raise PluginError(f'running PreFilter plugin "{st.plugin}": {st.message()}')
             raise FitError(len(nodes), NodeToStatus(absent=st, num_absent=len(nodes)), pre_filter_msg=st.message())
         absent, num_absent = None, 0
         if narrowed is not None:
@@ -180,7 +185,7 @@ class Algorithm:
                     continue
                 for s in rejected.values():
                     if s.code == Code.ERROR:
-                        raise RuntimeError(f"running Filter plugin {p.name}: {s.message()}")
+                        raise PluginError(f'running "{p.name}" filter plugin: {s.message()}')
                 rejections.append((p.name, chunk, rejected))
                 chunk = [node for pos, node in enumerate(chunk) if pos not in rejected] \
                     if len(rejected) < len(chunk) else []
@@ -202,7 +207,7 @@ class Algorithm:
             return feasible[0].name, 1, 1
         st = fwk.run_pre_score(state, info, feasible)
         if st is not None:
-            raise RuntimeError(f"running PreScore plugin {st.plugin}: {st.message()}")
+            raise PluginError(f'running PreScore plugin "{st.plugin}": {st.message()}')
         totals = fwk.run_score(state, info, feasible)
         return self.select_host(feasible, totals), len(feasible), len(feasible)
 

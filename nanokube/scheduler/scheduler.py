@@ -16,7 +16,7 @@ from . import plugins as plugin_registry
 from .api import SchedulerAPI
 from .cache import Cache, NodeInfo, Snapshot
 from .config import SchedulerConfig
-from .cycle import Algorithm, Failure, FitError
+from .cycle import Algorithm, Failure, FitError, PluginError
 from .framework import (
     ASSIGNED_POD,
     NODE,
@@ -358,6 +358,9 @@ class Scheduler:
                 info.last_failure = Failure(info.pod, self._failure_key(fwk), message, info.unschedulable_plugins,
                                             e.searched, self.metrics.preemption_attempts.value - preemptions)
             self._failed(fwk, info, "Unschedulable", message, start)
+            return
+        except PluginError as e:
+            self._failed(fwk, info, "SchedulerError", str(e), start, error=True)
             return
         self.metrics.algorithm_duration.observe(self.clock.monotonic() - start)  # a host found, as upstream's
         self.cache.assume(info, node)

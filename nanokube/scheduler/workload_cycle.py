@@ -28,7 +28,7 @@ from .cache import NodeInfo, Snapshot
 from .composite_cycle import CompositeCycle
 from .composites import API as COMPOSITE_API
 from .composites import composite_index, parent_name
-from .cycle import FitError
+from .cycle import FitError, PluginError
 from .framework import Code, CycleState, Framework, PodInfo
 from .group_placement import Attempt, consistency_error, placements, tightness
 from .plugins.gang import GangScheduling
@@ -130,7 +130,11 @@ class WorkloadCycle:
         need = need or 1
         held = self._held_for_others(entry.group, group_priority(pg))
         domains = placements(s.snapshot.nodes, topology_keys(pg) if self.topology else [], set(placed.values()))
-        attempts = [self.try_placement(fwk, nodes, pending, need, len(placed), held) for nodes in domains]
+        try:
+            attempts = [self.try_placement(fwk, nodes, pending, need, len(placed), held) for nodes in domains]
+        except PluginError as e:
+            self.reject(entry, pg, SCHEDULER_ERROR, str(e), {}, error=True)
+            return "error", PODGROUP
         feasible = [a for a in attempts if a.feasible]
         s.metrics.podgroup_algorithm_duration.labels(fwk.profile.scheduler_name, PODGROUP).observe(
             s.clock.monotonic() - algorithm_start)

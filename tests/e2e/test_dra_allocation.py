@@ -263,8 +263,12 @@ def test_selector_that_does_not_compile_is_refused_at_create(cluster):
 def test_bad_claim_is_reported_and_scheduling_goes_on(cluster, request_, problem):
     bad = claim_pod(cluster, [request_])
     message = failed_scheduling(cluster, bad)
-    assert message.startswith(f"0/3 nodes are available: 3 claim default/{bad}, request gpu: "), message
+    # a broken claim or class is the plugin's error, not a node's rejection: upstream's framework wraps it
+    assert message.startswith(f'running "DynamicResources" filter plugin: claim default/{bad}, request gpu: '), message
     assert problem in message, message
+    condition = next(c for c in cluster.kubectl_json("get", "pod", bad)["status"]["conditions"]
+                     if c["type"] == "PodScheduled")
+    assert (condition["status"], condition["reason"], condition["message"]) == ("False", "SchedulerError", message)
     healthy = claim_pod(cluster, [exactly("nic", RDMA)])
     assert len(allocated(cluster, healthy)) == 1
     assert cluster.proc.poll() is None

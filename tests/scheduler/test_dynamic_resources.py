@@ -207,7 +207,8 @@ async def test_missing_device_class_fails_scheduling_with_a_reason(env):
     await claims.create(claim("orphan", klass="nope"))
     await pods.create(claim_pod("orphan", "orphan"))
     msg = await eventually(unschedulable(pods, "orphan"))
-    assert 'could not retrieve device class nope: deviceclass.resource.k8s.io "nope" not found' in msg
+    assert msg == ('running "DynamicResources" filter plugin: claim default/orphan, request gpu: could not retrieve '
+                   'device class nope: deviceclass.resource.k8s.io "nope" not found'), msg
 
 
 async def test_unreserve_rolls_back_the_in_flight_allocation(env):

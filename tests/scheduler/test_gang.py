@@ -354,3 +354,22 @@ async def test_a_gang_asking_only_for_dra_backed_extended_resources_is_placed(sc
                                                       "limits": {"example.com/fpga": "1"}}
         await pods.create(body)
     assert [await eventually(node_of(pods, n)) for n in ("w-0", "w-1")] == ["a", "a"]
+
+
+async def test_a_broken_claim_fails_the_gang_with_the_plugins_error(schedulers):
+    """A Filter error (here a claim of a DeviceClass that does not exist) fails the group's attempt as a
+    SchedulerError with upstream's wrapped text, instead of ending the cycle with a logged traceback."""
+    client, start = schedulers
+    await start(node("a", "8"))
+    await client.resource("resource.k8s.io", "v1", "resourceclaims").create({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "nope"}}]}}})
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 2))
+    pods = client.resource("", "v1", "pods")
+    for n in ("w-0", "w-1"):
+        await pods.create(member(n, "g", resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]))
+    cond = await eventually(condition(client, "g"))
+    assert cond["reason"] == "SchedulerError"
+    assert cond["message"] == ('running "DynamicResources" filter plugin: claim default/c, request gpu: could not '
+                               'retrieve device class nope: deviceclass.resource.k8s.io "nope" not found')
+    assert await nodes_of(pods, ["w-0", "w-1"]) == [None, None]

@@ -544,8 +544,8 @@ class DynamicResources:
                 return None
         try:
             found = cyc.allocator.find(node.node, claims)
-        except AllocationError as e:
-            return unschedulable(str(e), resolvable=False)
+        except AllocationError as e:  # a broken claim or class (CEL error, no such class): an error, as upstream's
+            return Status(Code.ERROR, [str(e)])
         except SearchLimitExceeded:
             state.read_clock = True  # filterTimeout: the next search may finish in time
             return unschedulable(TIMED_OUT)
@@ -568,7 +568,7 @@ class DynamicResources:
         if cyc.allocator.failed:  # errors: a node's own status each
             for i, hit in enumerate(hits):
                 if isinstance(hit, AllocationError):
-                    out[i] = unschedulable(str(hit), resolvable=False)
+                    out[i] = Status(Code.ERROR, [str(hit)])
                 elif isinstance(hit, SearchLimitExceeded):
                     state.read_clock = True
                     out[i] = unschedulable(TIMED_OUT)
