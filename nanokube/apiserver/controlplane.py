@@ -11,7 +11,7 @@ from ..metrics.api import GROUPS as METRICS_GROUPS
 from .aggregator.aggregator import Aggregator
 from .aggregator.autoregister import register_local_apiservices
 from .aggregator.crdregistration import CRDRegistration
-from .aggregator.requestheader import authentication_configmap, front_proxy_files
+from .aggregator.requestheader import AuthenticationTrust, authentication_configmap, front_proxy_files
 from .apf import FlowControl
 from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
@@ -77,6 +77,8 @@ async def start_loops(server, writer: bool = True) -> list:
                                 clock=server.clock)
         handlers.aggregator = aggregator
         loops.append(aggregator)
+        if writer and server.serving_tls().watches_files():
+            loops.append(AuthenticationTrust(server))
     for c in loops:
         await c.start()
     return loops

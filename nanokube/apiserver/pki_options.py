@@ -3,7 +3,8 @@ PKI (kubeadm's /etc/kubernetes/pki, an HA pair's shared one): the serving certif
 (--tls-cert-file, --tls-private-key-file, --tls-sni-cert-key), the CAs client certificates are
 verified by (--client-ca-file, --requestheader-*), the aggregator's client certificate
 (--proxy-client-cert-file, --proxy-client-key-file) and the service-account keys and issuers
-(--service-account-key-file, --service-account-signing-key-file, --service-account-issuer).
+(--service-account-key-file, --service-account-signing-key-file, --service-account-issuer) and the
+audiences tokens must be for (--api-audiences).
 kube-controller-manager's --cluster-signing-* are csrsigning.add_flags'. A flag left unset keeps
 what `up` makes in DIR/pki. Every file is read and checked before anything starts, so a bad one
 stops `up` with its line; the serving and CA files are read again when they change (serving_tls)."""
@@ -37,6 +38,8 @@ class PKIOptions:
     signing_key: object = None
     verifying_keys: list = field(default_factory=list)
     issuers: tuple[str, ...] = ()
+    #: --api-audiences (none: the issuers)
+    audiences: tuple[str, ...] = ()
 
     def files_given(self) -> bool:
         """Whether any serving or client CA file is the operator's."""
@@ -78,12 +81,16 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--proxy-client-key-file", default="", metavar="FILE", help="the key of --proxy-client-cert-file")
     g.add_argument("--service-account-key-file", action="append", default=[], metavar="FILE",
                    help="PEM public keys, certificates or private keys (RSA or ECDSA) that verify service account "
-                        "tokens; repeatable (default: the signing key's)")
+                        "tokens; repeatable (default: --tls-private-key-file where it is such a key, else the "
+                        "signing key's)")
     g.add_argument("--service-account-signing-key-file", default="", metavar="FILE",
                    help="the private key (RSA: RS256, ECDSA: ES256/384/512) service account tokens are signed with")
     g.add_argument("--service-account-issuer", action="append", default=[], metavar="URL",
                    help="the tokens' iss: the first issues, every one is accepted (repeatable; default "
-                        "https://kubernetes.default.svc.cluster.local); the first is the tokens' default audience")
+                        "https://kubernetes.default.svc.cluster.local)")
+    g.add_argument("--api-audiences", default="", metavar="AUDIENCES",
+                   help="the audiences a token must be for to authenticate, a TokenReview's and TokenRequest's "
+                        "default (comma-separated; default: the service account issuers)")
 
 
 def _pair(cert: str, key: str, what: str) -> tuple[str, str] | None:
@@ -127,7 +134,7 @@ def load(args: argparse.Namespace) -> PKIOptions:
                    requestheader_ca=os.path.abspath(args.requestheader_client_ca_file)
                    if args.requestheader_client_ca_file else "",
                    proxy_client=_pair(args.proxy_client_cert_file, args.proxy_client_key_file, "proxy client cert"),
-                   issuers=_issuers(args.service_account_issuer))
+                   issuers=_issuers(args.service_account_issuer), audiences=_list(args.api_audiences))
     allowed = args.requestheader_allowed_names
     o.requestheader = RequestHeader(
         allowed_names=_list(allowed) if allowed is not None else () if o.requestheader_ca else ("front-proxy-client",),
@@ -141,13 +148,28 @@ def load(args: argparse.Namespace) -> PKIOptions:
             jwt.algorithm(o.signing_key.public_key())
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"--service-account-signing-key-file: {e}") from None
-    for path in args.service_account_key_file:
+    for path in _key_files(args):
         try:
             with open(path, "rb") as f:
                 o.verifying_keys += jwt.public_keys(f.read())
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"--service-account-key-file: {path}: {e}") from None
     return o
+
+
+def _key_files(args: argparse.Namespace) -> list[str]:
+    """--service-account-key-file's files; none given, the TLS key where it holds a key that verifies
+    (kube-apiserver's default, which it passes over with a warning where the file holds none)."""
+    if args.service_account_key_file or not args.tls_private_key_file:
+        return args.service_account_key_file
+    try:
+        with open(args.tls_private_key_file, "rb") as f:
+            jwt.public_keys(f.read())
+    except (OSError, ValueError, TypeError):
+        log.warning("--tls-private-key-file holds no key that verifies service account tokens: "
+                    "--service-account-key-file is not defaulted to it")
+        return []
+    return [args.tls_private_key_file]
 
 
 def tls(o: PKIOptions, pki) -> ServingTLS | None:
@@ -169,12 +191,13 @@ def apply(server, o: PKIOptions, serving: ServingTLS | None) -> None:
     server.requestheader = o.requestheader
     server.pki.proxy_client = o.proxy_client
     tokens = server.tokens
-    if o.signing_key is None and not o.verifying_keys and not o.issuers:
+    if o.signing_key is None and not o.verifying_keys and not o.issuers and not o.audiences:
         return
     key = o.signing_key or tokens.key
     issuers = o.issuers or (tokens.issuer,)
-    tokens.configure(key, tuple(o.verifying_keys) or (key.public_key(),), issuers,
-                     (issuers[0],) if o.issuers else tokens.audiences)
+    # the key `up` made signs where none is given: it verifies too, or no token it signs would
+    verifying = tuple(o.verifying_keys) + (() if o.signing_key and o.verifying_keys else (key.public_key(),))
+    tokens.configure(key, verifying, issuers, o.audiences or (issuers if o.issuers else tokens.audiences))
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
@@ -186,7 +209,7 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
         out += ["--service-account-key-file", os.path.abspath(value)]
     for value in args.service_account_issuer:
         out += ["--service-account-issuer", value]
-    return out
+    return out + (["--api-audiences", args.api_audiences] if args.api_audiences else [])
 
 
 def _certificates(pem: bytes) -> list:

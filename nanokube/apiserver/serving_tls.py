@@ -129,7 +129,13 @@ class ServingTLS:
         self.requestheader_issuers = frozenset(c.subject for c in proxies)
         self.client_ca_pem, self.requestheader_ca_pem = client_ca, requestheader_ca
 
-    def _refresh(self) -> None:
+    def watches_files(self) -> bool:
+        """Whether any certificate or CA is a file (the operator's), which may change."""
+        return bool(self._files)
+
+    def refresh(self) -> None:
+        """Rebuild from the files where any changed since they were last looked at (at most once a
+        `recheck`)."""
         now = self.monotonic()
         if now - self._checked < self.recheck:
             return
@@ -143,7 +149,7 @@ class ServingTLS:
             log.warning("the certificate files changed but do not load, keeping the last ones: %s", e)
 
     def _choose(self, conn: ssl.SSLObject, server_name: str | None, _ctx: ssl.SSLContext) -> None:
-        self._refresh()
+        self.refresh()
         ctx = self._default
         if server_name and self._by_name:
             name = server_name.lower()

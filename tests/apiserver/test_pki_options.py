@@ -3,16 +3,21 @@ starts, with the flag's line; the CA clients are told to trust."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+from types import SimpleNamespace
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from nanokube.apiserver import pki_options
+from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
 from nanokube.apiserver.pki_options import PKIOptions, client_trust
 from nanokube.cli import main
 from nanokube.pki.ca import KeyPair, ensure_pki, issue, new_ca
+from nanokube.pki.jwt import key_id
 
 
 @pytest.mark.parametrize("flags, said", [
@@ -74,3 +79,32 @@ def test_no_jwt_issuer_of_the_authentication_config_may_be_a_service_account_iss
     assert main(argv) == 2
     assert ('jwt[0].issuer.url: Invalid value: "https://b.example": URL must not overlap with disallowed issuers: '
             '[https://a.example https://b.example]') in capsys.readouterr().err
+
+
+def test_service_account_keys_default_to_the_tls_key_and_audiences_to_the_issuers(tmp_path, caplog):
+    """kube-apiserver's defaults: no --service-account-key-file, the TLS key verifies (where it is a
+    key keyutil reads: RSA, not an ECDSA key in PKCS #8); no --api-audiences, every issuer is an audience."""
+    rsa_key = rsa.generate_private_key(65537, 2048)
+    (tmp_path / "tls.key").write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+    (tmp_path / "ec.key").write_bytes(issue(new_ca(), "apiserver", server=True).key_pem)
+    parser = argparse.ArgumentParser()
+    pki_options.add_flags(parser)
+
+    def configured(*flags: str) -> ServiceAccountTokens:
+        own = ec.generate_private_key(ec.SECP256R1())
+        server = SimpleNamespace(tls=None, pki=SimpleNamespace(), tokens=ServiceAccountTokens(own, lambda *a: None))
+        pki_options.apply(server, pki_options.load(parser.parse_args(list(flags))), None)
+        return server.tokens
+
+    tls_key = rsa_key.public_key()
+    tokens = configured("--tls-private-key-file", str(tmp_path / "tls.key"), "--tls-cert-file", "x.crt",
+                        "--service-account-issuer", "https://a", "--service-account-issuer", "https://b")
+    assert set(tokens.verifying) == {key_id(tls_key), tokens.kid}  # (and `up`'s own key, which signs)
+    assert tokens.audiences == ("https://a", "https://b")
+    tokens = configured("--tls-private-key-file", str(tmp_path / "tls.key"), "--tls-cert-file", "x.crt",
+                        "--service-account-signing-key-file", str(tmp_path / "tls.key"), "--api-audiences", "x,y")
+    assert (set(tokens.verifying), tokens.kid, tokens.audiences) == ({key_id(tls_key)}, key_id(tls_key), ("x", "y"))
+    tokens = configured("--tls-private-key-file", str(tmp_path / "ec.key"), "--tls-cert-file", "x.crt")
+    assert set(tokens.verifying) == {tokens.kid}
+    assert "--tls-private-key-file holds no key that verifies service account tokens" in caplog.text

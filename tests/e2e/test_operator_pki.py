@@ -24,6 +24,8 @@ from nanokube.pki.jwt import key_id
 from .conftest import running_cluster, wait_for
 
 ISSUER = "https://issuer.example.test"
+#: --api-audiences' second audience (the first: the issuer, as the default would be)
+API = "https://api.example.test"
 
 
 def _write(d: Path, name: str, data: bytes) -> str:
@@ -62,7 +64,7 @@ def cluster(pki):
             "--tls-private-key-file", str(d / "apiserver.key"),
             "--tls-sni-cert-key", f"{d / 'sni.crt'},{d / 'sni.key'}",
             "--service-account-signing-key-file", str(d / "sa.key"), "--service-account-key-file", str(d / "sa.pub"),
-            "--service-account-issuer", ISSUER,
+            "--service-account-issuer", ISSUER, "--api-audiences", f"{ISSUER},{API}",
             "--requestheader-client-ca-file", str(d / "front-proxy-ca.crt"),
             "--requestheader-allowed-names", "front-proxy-client",
             "--cluster-signing-cert-file", str(d / "ca.crt"), "--cluster-signing-key-file", str(d / "ca.key"))) as c:
@@ -158,7 +160,7 @@ def test_tokens_are_signed_with_the_given_key_and_issuer(cluster, pki):
     public = pki["sa"].public_key()
     assert json.loads(unb64(head)) == {"alg": "RS256", "kid": key_id(public)}
     claims = json.loads(unb64(body))
-    assert claims["iss"] == ISSUER and claims["aud"] == [ISSUER]
+    assert claims["iss"] == ISSUER and claims["aud"] == [ISSUER, API]  # --api-audiences, a TokenRequest's default
     public.verify(unb64(sig), f"{head}.{body}".encode(), padding.PKCS1v15(), hashes.SHA256())  # raises if not
     review = _call(cluster, pki, "/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW,
                    headers={"Authorization": f"Bearer {token}"})
@@ -181,3 +183,34 @@ def test_a_csr_is_signed_by_the_given_signing_ca(cluster, pki):
     cert = x509.load_pem_x509_certificate(base64.b64decode(issued))
     cert.verify_directly_issued_by(pki["ca"].cert)  # raises if another CA signed it
     assert cert.subject.rfc4514_string() == "CN=carol"
+
+
+def test_a_token_authenticates_only_for_one_of_the_api_audiences(cluster, pki):
+    for audience, user in ((API, "system:serviceaccount:default:default"), ("https://elsewhere.test", 401)):
+        token = cluster.kubectl("create", "token", "default", "--audience", audience).stdout.strip()
+        review = _call(cluster, pki, "/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW,
+                       headers={"Authorization": f"Bearer {token}"})
+        assert (review["status"]["userInfo"]["username"] if review["kind"] == "SelfSubjectReview"
+                else review["code"]) == user, review
+        tokenreview = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})).stdout)
+        assert tokenreview["status"].get("audiences") == ([API] if user != 401 else None), tokenreview
+    assert tokenreview["status"]["error"] == (
+        f'token audiences ["https://elsewhere.test"] is invalid for the target audiences ["{ISSUER}" "{API}"]')
+
+
+def test_changed_ca_files_are_republished_for_extension_api_servers(cluster, pki):
+    """Last in the module: the CA files rotated. What the ConfigMap holds is joined with what it
+    held (every API server adds its own), an old CA leaving once it expires."""
+    ca2, front_ca2 = new_ca("operator-ca-2"), new_ca("operator-front-proxy-ca-2")
+    _write(pki["dir"], "ca.crt", pki["ca"].cert_pem + ca2.cert_pem)
+    _write(pki["dir"], "front-proxy-ca.crt", front_ca2.cert_pem)
+
+    def published():
+        cm = cluster.kubectl_json("get", "configmap", "-n", "kube-system", "extension-apiserver-authentication")
+        return (cm["data"]["client-ca-file"], cm["data"]["requestheader-client-ca-file"])
+    want = ((pki["ca"].cert_pem + ca2.cert_pem).decode(), (pki["front_ca"].cert_pem + front_ca2.cert_pem).decode())
+    wait_for(lambda: published() == want, 30, "the rotated CAs published")
+    dave = issue(ca2, "dave", client=True)  # the new client CA's users authenticate too
+    review = _call(cluster, pki, "/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW, dave)
+    assert review["status"]["userInfo"]["username"] == "dave"

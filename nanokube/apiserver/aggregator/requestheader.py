@@ -1,16 +1,29 @@
 """The front-proxy identity: the request-header CA and client certificate the
 aggregator proxies with, and the ConfigMap `kube-system/extension-apiserver-
 authentication` through which extension API servers learn whom to trust
-(upstream's ClusterAuthenticationTrustController publishes the same keys)."""
+(upstream's ClusterAuthenticationTrustController publishes the same keys, and republishes them
+when the operator's CA files change: AuthenticationTrust)."""
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 
+from cryptography.hazmat.primitives import serialization
+
+from ...machinery.errors import APIError
 from ...pki.ca import ensure_front_proxy
+from ..background import BackgroundLoop
+from ..rest import SYSTEM, WriteOptions
+from ..serving_tls import certificates
+
+log = logging.getLogger(__name__)
 
 CONFIGMAP = "extension-apiserver-authentication"
+#: seconds between looks at the CA files, and between syncs of the ConfigMap whatever they hold
+CHECK_PERIOD, RESYNC_PERIOD = 1.0, 60.0
 
 
 def front_proxy_files(pki) -> tuple[str, str]:
@@ -35,3 +48,83 @@ def authentication_configmap(server) -> dict:
         "requestheader-username-headers": json.dumps(list(rh.username_headers)),
         "requestheader-uid-headers": json.dumps(list(rh.uid_headers)),
     }}
+
+
+def _bundle(pems: tuple[str, ...], now: float) -> str:
+    """CA bundles joined as upstream's trust controller joins them: each certificate once, in the
+    order met, those expired left out (a bundle that does not parse adds nothing)."""
+    seen, out = set(), []
+    for pem in pems:
+        try:
+            certs = certificates(pem.encode()) if pem else []
+        except ValueError:
+            continue
+        for cert in certs:
+            der = cert.public_bytes(serialization.Encoding.DER)
+            if der not in seen and cert.not_valid_after_utc.timestamp() >= now:
+                seen.add(der)
+                out.append(cert.public_bytes(serialization.Encoding.PEM).decode())
+    return "".join(out)
+
+
+def _names(values: tuple[str, ...]) -> str:
+    """JSON lists of strings joined, each string once, in the order met."""
+    out: list = []
+    for value in values:
+        try:
+            items = json.loads(value) if value else []
+        except ValueError:
+            items = []
+        out += [i for i in items if isinstance(i, str) and i not in out] if isinstance(items, list) else []
+    return json.dumps(out)
+
+
+def combined(stored: dict, ours: dict, now: float) -> dict:
+    """The ConfigMap's data with this server's joined in: several API servers share the one
+    ConfigMap, so each adds its CAs and header names to what is there rather than replacing it, and
+    a CA leaves only when it expires (a rotation's old CA is trusted by extension servers meanwhile)."""
+    def joined(key: str, ours: str) -> str:
+        both = (stored.get(key) or "", ours)
+        return _bundle(both, now) if key.endswith("-ca-file") else _names(both)
+    return {k: joined(k, v) for k, v in ours.items()}
+
+
+class AuthenticationTrust(BackgroundLoop):
+    """Keeps the ConfigMap up with the operator's CA files (--client-ca-file,
+    --requestheader-client-ca-file): looks at them every `period` seconds (serving_tls reloads
+    them) and writes the ConfigMap when what they hold changed, and every `resync` seconds
+    whatever they hold (the ConfigMap deleted or edited meanwhile)."""
+
+    def __init__(self, server, period: float = CHECK_PERIOD, resync: float = RESYNC_PERIOD) -> None:
+        self.server, self.period, self.resync = server, period, resync
+        self.opts = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
+
+    async def _loop(self) -> None:
+        tls, clock = self.server.serving_tls(), self.server.clock
+        published, synced = None, float("-inf")
+        while True:
+            tls.refresh()
+            cas = (tls.client_ca_pem, tls.requestheader_ca_pem)
+            if cas != published or clock.monotonic() - synced >= self.resync:
+                try:
+                    await self.sync()
+                    published, synced = cas, clock.monotonic()
+                except APIError as e:  # (a conflict with another server's write: tried again next look)
+                    log.warning("%s: %s", CONFIGMAP, e.message)
+            await clock.sleep(self.period)
+
+    async def sync(self) -> None:
+        rest, res = self.server.rest, self.server.index.get("", "v1", "configmaps")
+        ours = authentication_configmap(self.server)
+        try:
+            stored = await rest.get(res, "v1", "kube-system", CONFIGMAP)
+        except APIError as e:
+            if e.code != 404:
+                raise
+            await rest.create(res, "v1", "kube-system", ours, self.opts)
+            return
+        data = combined(stored.get("data") or {}, ours["data"], self.server.clock.now())
+        if data != stored.get("data"):
+            body = {**copy.deepcopy(stored), "data": data}  # (the cache's object, which the write may not change)
+            await rest.update(res, "v1", "kube-system", CONFIGMAP, body, self.opts)
+            log.info("%s republished: the CA files changed", CONFIGMAP)

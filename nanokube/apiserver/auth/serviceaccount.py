@@ -134,7 +134,7 @@ class ServiceAccountTokens:
         """kube-apiserver's service-account flags: `key` signs (--service-account-signing-key-file),
         `verifying` (public keys, --service-account-key-file) check tokens by their kid, the first
         of `issuers` (--service-account-issuer) issues and every one is accepted, and tokens with
-        no audiences requested are for `audiences` (--api-audiences, by default the first issuer)."""
+        no audiences requested are for `audiences` (--api-audiences, by default the issuers)."""
         self.key = key
         self.public = key.public_key()
         self.kid = key_id(self.public)
