@@ -97,3 +97,48 @@ def test_a_trainer_checkpoints_to_a_csi_claim_and_reads_an_nfs_export(proc_clust
     assert wait_for(done, 60, "trainer finished") == "Succeeded"
     volume = c.kubectl_json("get", "pvc", "ckpt")["spec"]["volumeName"]
     assert (c.data_dir / "volumes" / volume / "latest").read_text() == "tokens\nstep-100\n"
+
+
+def test_a_block_claim_is_a_device_of_the_volumes_size_and_measured_as_one(proc_cluster):
+    """A Block claim of the built-in CSI driver: its device (a file standing in for the disk, of
+    the volume's size) is at the container's devicePath, where the process sees the disk's size and
+    writes raw bytes that land in the volume; the kubelet measures it as upstream's MetricsBlock
+    does, capacity alone, in /stats/summary and the kubelet_volume_stats_* gauges."""
+    c = proc_cluster
+    device = "/dev/nanokube-e2e-disk"
+    c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "raw"},
+         "provisioner": "local.csi.nanokube.io", "volumeBindingMode": "Immediate"},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "raw", "volumeMode": "Block",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "raw", "namespace": "default"},
+         "spec": {"terminationGracePeriodSeconds": 1,
+                  "containers": [{"name": "main", "image": "busybox", "command": [
+                      "sh", "-c", f"stat -c %s {device} && printf header | dd of={device} conv=notrunc "
+                                  "2>/dev/null && echo written && sleep 3600"],
+                      "volumeDevices": [{"name": "data", "devicePath": device}]}],
+                  "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "disk"}}]}}]}))
+    try:
+        assert wait_for(lambda: "written" in c.kubectl("logs", "raw", check=False).stdout, 60, "the disk written") and \
+            c.kubectl("logs", "raw").stdout == f"{1 << 30}\nwritten\n"
+        volume = c.kubectl_json("get", "pvc", "disk")["spec"]["volumeName"]
+        disk = c.data_dir / "volumes" / volume / "block"
+        assert disk.stat().st_size == 1 << 30 and disk.open("rb").read(6) == b"header"
+        node = c.kubectl_json("get", "pod", "raw")["spec"]["nodeName"]
+        summary = json.loads(c.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/stats/summary").stdout)
+        stats = [v for p in summary["pods"] if p["podRef"]["name"] == "raw" for v in p.get("volume") or ()
+                 if v["name"] == "data"]
+        assert [{k: v for k, v in s.items() if k != "time"} for s in stats] == [{
+            "availableBytes": 0, "capacityBytes": 1 << 30, "usedBytes": 0, "inodesFree": 0, "inodes": 0,
+            "inodesUsed": 0, "name": "data", "pvcRef": {"name": "disk", "namespace": "default"}}], stats
+        gauges = {line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+                  for line in c.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics").stdout.splitlines()
+                  if line.startswith("kubelet_volume_stats_") and 'persistentvolumeclaim="disk"' in line}
+        assert gauges == {"kubelet_volume_stats_available_bytes": 0, "kubelet_volume_stats_capacity_bytes": 1 << 30,
+                          "kubelet_volume_stats_inodes": 0, "kubelet_volume_stats_inodes_free": 0,
+                          "kubelet_volume_stats_inodes_used": 0, "kubelet_volume_stats_used_bytes": 0}, gauges
+    finally:
+        c.kubectl("delete", "pod", "raw", "--ignore-not-found")
+        c.kubectl("delete", "pvc", "disk", "--ignore-not-found")
+    assert wait_for(lambda: not os.path.exists(device), 30, "the device's mount point removed")

@@ -217,6 +217,13 @@ class ProcessPodWorker(PodWorker):
             self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
             mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))
                            or self.agent.volumes.read_only(self.uid, vm["name"])))
+        # a Block claim's device (the file map_device made) at its devicePath (makeBlockVolumes):
+        # read-only where the claim is taken so (the device's permissions "r", not "mrw")
+        for vd in spec.get("volumeDevices") or []:
+            src = os.path.realpath(self.agent.volumes.volume_dir(self.uid, vd["name"]))
+            if os.path.isfile(src):
+                self.runtime.claim_mountpoint(vd["devicePath"], True)
+                mounts.append((src, vd["devicePath"], self.agent.volumes.read_only(self.uid, vd["name"])))
         if hosts_file.managed(self.pod, spec):
             mounts.append((self._hosts_path(), hosts_file.PATH, False))
         if dns.mounted(spec) and os.path.exists(dns.RESOLV_CONF):

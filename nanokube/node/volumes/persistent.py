@@ -7,8 +7,8 @@ ownership (`_supports_fs_group`) is given to the group as it is mounted for the 
 fsGroupChangePolicy says (ownership.py). A claim's volume whose volumeMode the pod's containers
 do not use it as (a Block volume in volumeMounts, a Filesystem one in volumeDevices) is refused.
 A Block volume of the built-in CSI driver or a local one is mapped: the pod's volume links to its
-device, a file in the volume's directory (`map_device`), which the simulated runtime shows at each
-container's devicePath; a hostPath or NFS one has no block plugin.
+device, a file in the volume's directory (`map_device`), which either runtime shows at each
+container's devicePath (the process runtime binds it there); a hostPath or NFS one has no block plugin.
 
 A CSI volume whose driver needs attaching (attachRequired, or no CSIDriver) waits, reported in
 the Node's status.volumesInUse, until the attach/detach controller lists it as attached.
@@ -122,14 +122,17 @@ def _block(pv: dict) -> bool:
     return (pv.get("spec") or {}).get("volumeMode") == "Block"
 
 
-def map_device(path: str) -> str:
+def map_device(path: str, size: int = 0) -> str:
     """MapDevice for a Block volume kept as a directory (the built-in driver's, a local one): the
-    device is the file `block` in it, made empty at its first map (where a driver's staging would
-    attach a disk; not at the volume's capacity, as the simulated runtime reads a mounted file
-    whole), so what a pod writes to it outlives the pod."""
+    device is the file `block` in it, made at its first map (where a driver's staging would attach
+    a disk), so what a pod writes to it outlives the pod. `size`: the disk's, the volume's capacity,
+    for the process runtime, whose containers get the file itself: it is grown to it (sparse; also
+    after the volume is expanded), never shrunk; the simulated runtime's stays as written (it reads
+    a mounted file whole)."""
     device = os.path.join(path, BLOCK_DEVICE)
-    if not os.path.exists(device):
-        open(device, "ab").close()
+    with open(device, "ab") as f:
+        if f.tell() < size:
+            f.truncate(size)
     return device
 
 
@@ -221,7 +224,7 @@ async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, targ
     ephemeral = bool(vol.get("ephemeral"))
     claim = f"{pod['metadata']['name']}-{vol['name']}" if ephemeral else vol["persistentVolumeClaim"].get("claimName", "")
     path, pvc, pv = await volume_path(mgr, pod, claim, vol["name"], ephemeral)
-    link(map_device(path) if _block(pv) else path, target)
+    link(map_device(path, int(volume_capacity(pv) or 0) if mgr.host_paths else 0) if _block(pv) else path, target)
     mgr.claims.setdefault(pod["metadata"]["uid"], {})[vol["name"]] = claim_volume(pod["metadata"]["namespace"], claim, pv)
     read_only = bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")
                      or ((pv.get("spec") or {}).get("nfs") or {}).get("readOnly"))

@@ -9,8 +9,10 @@ MetricsProvider measures it, from the node's real directory for the volume:
   (its PersistentVolume's, as the directory has no filesystem of its own), used from a walk,
   available what the capacity leaves (no more than the filesystem has free), inodes from statfs;
 - a claim on a local or NFS volume (MetricsStatFS): statfs alone;
-- hostPath, a claim's too (MetricsNil), and a Block claim: nothing (upstream's MetricsBlock
-  gives a device's capacity alone; not simulated).
+- hostPath, a claim's too (MetricsNil): nothing;
+- a Block claim (MetricsBlock): its device's size as capacity, the rest 0 (standard tools tell no
+  more of a device): the process runtime's device file has the disk's size; the simulated
+  runtime's is an empty stand-in (map_device), so there the disk is its PersistentVolume's capacity.
 
 An emptyDir on disk is measured as the kubelet-written ones: where the process runtime runs the
 pod, from its directory (its files are there); on the simulated runtime, where its files live in
@@ -50,8 +52,8 @@ if TYPE_CHECKING:
 
 #: volumes the kubelet writes and measures by walking them (MetricsDu)
 _DU_KINDS = frozenset({"configMap", "secret", "downwardAPI", "projected"})
-#: how a claim's volume is measured: by the CSI driver, by statfs, or not at all (None)
-CSI, STATFS = "csi", "statfs"
+#: how a claim's volume is measured: by the CSI driver, by statfs, as a device, or not at all (None)
+CSI, STATFS, BLOCK = "csi", "statfs", "block"
 #: the kubelet's volumeStatsAggPeriod (KubeletConfiguration, default 1m): how long a measurement stands
 AGG_PERIOD = 60.0
 #: the node filesystem's block: what du counts a directory, and a file's data rounded up to
@@ -216,7 +218,7 @@ class ClaimVolume:
 
 def claim_volume(namespace: str, claim: str, pv: dict) -> ClaimVolume:
     spec = pv.get("spec") or {}
-    meter = None if spec.get("volumeMode") == "Block" else CSI if (spec.get("csi") or {}).get("driver") == CSI_DRIVER \
+    meter = BLOCK if spec.get("volumeMode") == "Block" else CSI if (spec.get("csi") or {}).get("driver") == CSI_DRIVER \
         else STATFS if spec.get("local") or spec.get("nfs") else None
     return ClaimVolume(namespace, claim, meter, int(volume_capacity(pv) or 0))
 
@@ -305,13 +307,32 @@ def _volume(mgr: VolumeManager, pod: dict, vol: dict, claim: ClaimVolume | None,
         return {"time": stamp, **fs, "name": name}
     if claim is None or claim.meter is None:
         return None
+    ref = {"name": claim.name, "namespace": claim.namespace}
+    if claim.meter == BLOCK:
+        if (size := _device_size(path)) is None:
+            return None
+        return {"time": stamp, "availableBytes": 0, "capacityBytes": size or claim.capacity, "usedBytes": 0,
+                "inodesFree": 0, "inodes": 0, "inodesUsed": 0, "name": name, "pvcRef": ref}
     fs = _measure(path, walk=claim.meter == CSI)
     if fs is None:
         return None
     if claim.meter == CSI:
         fs["capacityBytes"] = claim.capacity
         fs["availableBytes"] = max(min(claim.capacity - fs["usedBytes"], fs["availableBytes"]), 0)
-    return {"time": stamp, **fs, "name": name, "pvcRef": {"name": claim.name, "namespace": claim.namespace}}
+    return {"time": stamp, **fs, "name": name, "pvcRef": ref}
+
+
+def _device_size(path: str) -> int | None:
+    """The size of the device the pod's volume links to, as seeking to its end tells (a device
+    file's stat says 0); None if it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
 
 
 def _measure(path: str, walk: bool) -> dict | None:

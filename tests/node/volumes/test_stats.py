@@ -10,9 +10,12 @@ import orjson
 import pytest
 from multidict import CIMultiDict
 
+from nanokube.node.storage import CSI_DRIVER
+from nanokube.node.storage.provisioner import csi_driver_object
 from tests.controllers import eventually
 from tests.node import ManualClock
 from tests.node.test_lifecycle import node_agents, phase_is
+from tests.node.volumes.test_persistent import pod_on_static_claim
 
 GET = SimpleNamespace(method="GET", query={}, headers=CIMultiDict())
 #: writes 5000 bytes into the emptyDir at once, another file 30 s later, then runs on
@@ -55,3 +58,21 @@ async def test_a_simulated_emptydir_is_measured_and_each_measurement_stands_a_mi
     later = (await _volumes(kubelet))["cache"]
     assert (later["usedBytes"], later["inodesUsed"]) == (first["usedBytes"] + 4096, 3)
     assert later["time"] == clock.rfc3339() != first["time"]
+
+
+async def test_a_block_claim_is_measured_as_a_device_its_capacity_alone(tmp_path):
+    """A Block claim is measured as upstream's MetricsBlock measures a device: its size as the
+    capacity, nothing else; the simulated runtime's device is an empty stand-in (it reads a file
+    whole), so the disk's size is its PersistentVolume's capacity."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        await s.client.resource("storage.k8s.io", "v1", "csidrivers").create(csi_driver_object())
+        (tmp_path / "disk").mkdir()
+        await pod_on_static_claim(s.client, "trainer", {"csi": {
+            "driver": CSI_DRIVER, "volumeHandle": "disk", "volumeAttributes": {"path": str(tmp_path / "disk")}}},
+            "Block", {"volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}]})
+        await eventually(phase_is(s.client.resource("", "v1", "pods"), "trainer", "Running"))
+        got = (await _volumes(mgr.kubelet_for("gpu-0")))["data"]
+        assert {k: v for k, v in got.items() if k != "time"} == {
+            "availableBytes": 0, "capacityBytes": 1 << 30, "usedBytes": 0, "inodesFree": 0, "inodes": 0,
+            "inodesUsed": 0, "name": "data", "pvcRef": {"name": "trainer", "namespace": "default"}}, got
