@@ -81,8 +81,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--proxy-client-key-file", default="", metavar="FILE", help="the key of --proxy-client-cert-file")
     g.add_argument("--service-account-key-file", action="append", default=[], metavar="FILE",
                    help="PEM public keys, certificates or private keys (RSA or ECDSA) that verify service account "
-                        "tokens; repeatable (default: --tls-private-key-file where it is such a key, else the "
-                        "signing key's)")
+                        "tokens; repeatable (default: the signing key's; with no --service-account-signing-key-file, "
+                        "--tls-private-key-file where it is such a key)")
     g.add_argument("--service-account-signing-key-file", default="", metavar="FILE",
                    help="the private key (RSA: RS256, ECDSA: ES256/384/512) service account tokens are signed with")
     g.add_argument("--service-account-issuer", action="append", default=[], metavar="URL",
@@ -158,9 +158,10 @@ def load(args: argparse.Namespace) -> PKIOptions:
 
 
 def _key_files(args: argparse.Namespace) -> list[str]:
-    """--service-account-key-file's files; none given, the TLS key where it holds a key that verifies
-    (kube-apiserver's default, which it passes over with a warning where the file holds none)."""
-    if args.service_account_key_file or not args.tls_private_key_file:
+    """--service-account-key-file's files; none given and no --service-account-signing-key-file, the
+    TLS key where it holds a key that verifies (kube-apiserver's default, which it passes over with
+    a warning where the file holds none, and since signing keys came, where one is given)."""
+    if args.service_account_key_file or not args.tls_private_key_file or args.service_account_signing_key_file:
         return args.service_account_key_file
     try:
         with open(args.tls_private_key_file, "rb") as f:

@@ -82,8 +82,9 @@ def test_no_jwt_issuer_of_the_authentication_config_may_be_a_service_account_iss
 
 
 def test_service_account_keys_default_to_the_tls_key_and_audiences_to_the_issuers(tmp_path, caplog):
-    """kube-apiserver's defaults: no --service-account-key-file, the TLS key verifies (where it is a
-    key keyutil reads: RSA, not an ECDSA key in PKCS #8); no --api-audiences, every issuer is an audience."""
+    """kube-apiserver's defaults: no --service-account-key-file nor signing key file, the TLS key
+    verifies (where it is a key keyutil reads: RSA, not an ECDSA key in PKCS #8); no
+    --api-audiences, every issuer is an audience."""
     rsa_key = rsa.generate_private_key(65537, 2048)
     (tmp_path / "tls.key").write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                              serialization.NoEncryption()))
@@ -102,9 +103,12 @@ def test_service_account_keys_default_to_the_tls_key_and_audiences_to_the_issuer
                         "--service-account-issuer", "https://a", "--service-account-issuer", "https://b")
     assert set(tokens.verifying) == {key_id(tls_key), tokens.kid}  # (and `up`'s own key, which signs)
     assert tokens.audiences == ("https://a", "https://b")
+    signing = ec.generate_private_key(ec.SECP256R1())  # given, it verifies: the TLS key is no default then
+    (tmp_path / "sa.key").write_bytes(signing.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                            serialization.NoEncryption()))
     tokens = configured("--tls-private-key-file", str(tmp_path / "tls.key"), "--tls-cert-file", "x.crt",
-                        "--service-account-signing-key-file", str(tmp_path / "tls.key"), "--api-audiences", "x,y")
-    assert (set(tokens.verifying), tokens.kid, tokens.audiences) == ({key_id(tls_key)}, key_id(tls_key), ("x", "y"))
+                        "--service-account-signing-key-file", str(tmp_path / "sa.key"), "--api-audiences", "x,y")
+    assert (set(tokens.verifying), tokens.audiences) == ({key_id(signing.public_key())}, ("x", "y"))
     tokens = configured("--tls-private-key-file", str(tmp_path / "ec.key"), "--tls-cert-file", "x.crt")
     assert set(tokens.verifying) == {tokens.kid}
     assert "--tls-private-key-file holds no key that verifies service account tokens" in caplog.text
