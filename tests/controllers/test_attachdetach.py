@@ -238,3 +238,23 @@ async def test_a_volume_deleted_while_attached_stays_until_it_is_detached(env):
         assert await attachment(client, attachment_name("held", CSI_DRIVER, "gpu-0")) is None
     finally:
         await protection.stop()
+
+
+async def test_the_attacher_refuses_a_node_its_lister_does_not_know(env):
+    """ControllerPublish needs the node: the attacher reads it from its node lister, and a
+    VolumeAttachment for a node there is none of gets the lister's words as its attachError."""
+    client, clock, root = env
+    path = root / "volumes" / "stray"
+    path.mkdir(parents=True)
+    await client.resource("", "v1", "persistentvolumes").create({"metadata": {"name": "pv-stray"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "csi": {"driver": CSI_DRIVER, "volumeHandle": "stray", "volumeAttributes": {"path": str(path)}}}})
+    await client.resource(*VA).create({"metadata": {"name": "stray"}, "spec": {
+        "attacher": CSI_DRIVER, "nodeName": "gpu-9", "source": {"persistentVolumeName": "pv-stray"}}})
+
+    async def refused():
+        va = await attachment(client, "stray")
+        return ((va or {}).get("status") or {}).get("attachError")
+    error = await ticking(clock, refused)
+    assert error["message"] == 'node "gpu-9" not found', error
+    assert not (await attachment(client, "stray"))["status"].get("attached")
