@@ -154,9 +154,26 @@ def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
     return out
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """How encoding/json names a value's type in an UnmarshalTypeError."""
     return ("object" if isinstance(value, dict) else "array" if isinstance(value, list) else
             "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "string")
+
+
+def kind_error(doc: Any, text: str, api_version: str, kind: str, scheme: str) -> str | None:
+    """The decoder's error for a file that is not an object of `api_version`/`kind` (the version and
+    kind read first, as the serializer's SimpleMetaFactory does, then looked up in `scheme`), or None;
+    an empty document (null) decodes as an empty object, whose kind is missing."""
+    if doc is not None and not isinstance(doc, dict):
+        return ("couldn't get version/kind; json parse error: json: cannot unmarshal "
+                f"{json_type(doc)} into Go value of type struct {{ APIVersion string "
+                '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }')
+    got_version, got_kind = (doc or {}).get("apiVersion") or "", (doc or {}).get("kind") or ""
+    if not got_kind:
+        return f"Object 'Kind' is missing in '{text.strip()}'"
+    if (got_version, got_kind) != (api_version, kind):
+        return f'no kind "{got_kind}" is registered for version "{got_version}" in scheme "{scheme}"'
+    return None
 
 
 def _fits(value: Any, schema: Any) -> bool:
@@ -188,7 +205,7 @@ def mistyped(value: Any, schema: Any, path: str) -> str | None:
 def _unmarshal(value: Any, schema: Any, path: str) -> str:
     want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
             if isinstance(schema, list) else "bool" if schema is bool else "int32" if schema is int else "string")
-    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {path} of type {want}"
+    return f"json: cannot unmarshal {json_type(value)} into Go struct field {path} of type {want}"
 
 
 def zeroed(value: Any, schema: Any) -> Any:

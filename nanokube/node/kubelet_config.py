@@ -95,16 +95,8 @@ def _decode(path: str) -> dict:
         doc, strict = configfile.load(data)
     except yaml.YAMLError as e:
         raise ConfigError(f"failed to decode: {e}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError("failed to decode: couldn't get version/kind; json parse error: json: cannot unmarshal "
-                          f"{configfile._json_type(doc)} into Go value of type struct {{ APIVersion string "
-                          '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }')
-    kind, api_version = doc.get("kind") or "", doc.get("apiVersion") or ""
-    if not kind:
-        raise ConfigError(f"failed to decode: Object 'Kind' is missing in '{data.decode(errors='replace').strip()}'")
-    if (api_version, kind) != (API_VERSION, KIND):
-        raise ConfigError(f'failed to decode: no kind "{kind}" is registered for version "{api_version}" in scheme '
-                          f'"{_SCHEME}"')
+    if wrong := configfile.kind_error(doc, data.decode(errors="replace"), API_VERSION, KIND, _SCHEME):
+        raise ConfigError(f"failed to decode: {wrong}")
     acted = {k: v for k, v in doc.items() if k in SCHEMA}
     wrong = configfile.mistyped(acted, SCHEMA, KIND) or _map_mistyped(doc)
     if wrong:
@@ -131,11 +123,11 @@ def _map_mistyped(doc: dict) -> str | None:
         if value is None:
             continue
         if not isinstance(value, dict):
-            return (f"json: cannot unmarshal {configfile._json_type(value)} into Go struct field {KIND}.{key} of type "
+            return (f"json: cannot unmarshal {configfile.json_type(value)} into Go struct field {KIND}.{key} of type "
                     f"map[string]{go}")
         for k, v in value.items():
             if v is not None and (not isinstance(v, want) or (want is str and isinstance(v, bool))):
-                return (f"json: cannot unmarshal {configfile._json_type(v)} into Go struct field {KIND}.{key} of "
+                return (f"json: cannot unmarshal {configfile.json_type(v)} into Go struct field {KIND}.{key} of "
                         f"type {go}")
     return None
 

@@ -278,7 +278,7 @@ _KNOWN = {
 
 
 #: the JSON types of the fields (configfile.mistyped's schema; qps, burst and nodePortAddresses are
-#: checked apart, first, in their own words)
+#: checked apart, after it, in their own words)
 _PERIODS = {"syncPeriod": str, "minSyncPeriod": str}
 _SCHEMA = {
     "featureGates": {}, "logging": {}, "winkernel": {}, "hostnameOverride": str, "bindAddress": str,
@@ -306,22 +306,13 @@ def load(path: str | Path) -> ProxyConfig:
         doc, strict = configfile.load(data)
     except yaml.YAMLError as e:
         raise ConfigError(f"failed to decode: {e}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError("failed to decode: couldn't get version/kind; json parse error: "
-                          "json: cannot unmarshal string into Go value of type struct")
-    api_version, kind = doc.get("apiVersion") or "", doc.get("kind") or ""
-    if not kind:
-        raise ConfigError(f"failed to decode: Object 'Kind' is missing in '{data.strip()[:200]}'")
-    if api_version != API_VERSION or kind != KIND:
-        raise ConfigError(f'failed to decode: no kind "{kind}" is registered for version "{api_version}" in '
-                          'scheme "pkg/proxy/apis/config/scheme/scheme.go:29"')
+    if wrong := configfile.kind_error(doc, data, API_VERSION, KIND, "pkg/proxy/apis/config/scheme/scheme.go:29"):
+        raise ConfigError(f"failed to decode: {wrong}")
     strict += [f'unknown field "{k}"' for k in sorted(doc.keys() - _KNOWN)]
     if strict:  # the strict decoder's error; the lenient v1alpha1 decoding goes on (the later key, no unknown ones)
         log.warning("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
-    for key in ("clientConnection", "iptables", "nftables", "ipvs", "detectLocal", "conntrack"):
-        if doc.get(key) is not None and not isinstance(doc[key], dict):
-            raise ConfigError(f"failed to decode: json: cannot unmarshal {type(doc[key]).__name__} into Go struct "
-                              f"field {KIND}.{key}")
+    if wrong := configfile.mistyped(doc, _SCHEMA, KIND):  # (fuzz62: `min: {a: 1}` and such were tracebacks)
+        raise ConfigError(f"failed to decode: {wrong}")
     addresses = doc.get("nodePortAddresses")
     if addresses is not None and (not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses)):
         bad = addresses if not isinstance(addresses, list) else next(a for a in addresses if not isinstance(a, str))
@@ -333,6 +324,4 @@ def load(path: str | Path) -> ProxyConfig:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int if key == "burst" else (int, float))):
             raise ConfigError(f"failed to decode: json: cannot unmarshal {_json_type(v)} into Go struct field "
                               f"{KIND}.clientConnection.{key} of type {go_type}")
-    if wrong := configfile.mistyped(doc, _SCHEMA, KIND):  # (fuzz62: `min: {a: 1}` and such were tracebacks)
-        raise ConfigError(f"failed to decode: {wrong}")
     return from_v1alpha1(configfile.zeroed(doc, _SCHEMA))  # (a null section is Go's zero one)

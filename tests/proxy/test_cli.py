@@ -198,6 +198,12 @@ def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_error
     (HEAD + "conntrack: {min: {a: 1}}\n", "failed to decode: json: cannot unmarshal object into Go struct field "
                                           "KubeProxyConfiguration.conntrack.min of type int32"),
     (HEAD + "nftables: {syncPeriod: 30x}\n", 'failed to decode: time: unknown unit "x" in duration "30x"'),
+    # a section of another type, and a document that is no object: encoding/json's type names, as the kubelet's
+    (HEAD + "iptables: fast\n", "failed to decode: json: cannot unmarshal string into Go struct field "
+                                "KubeProxyConfiguration.iptables of type object"),
+    ("- 1\n", "failed to decode: couldn't get version/kind; json parse error: json: cannot unmarshal array into "
+              "Go value of type struct {{ APIVersion string"),
+    ("", "failed to decode: Object 'Kind' is missing in ''"),
     (HEAD + "clientConnection: {qps: fast}\n", "failed to decode: json: cannot unmarshal string into Go struct "
                                                "field KubeProxyConfiguration.clientConnection.qps of type float32"),
     (HEAD + "nodePortAddresses: primary\n", "failed to decode: json: cannot unmarshal string into Go struct "
