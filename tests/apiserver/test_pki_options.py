@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from nanokube.apiserver import pki_options
+from nanokube.apiserver.aggregator.requestheader import combined
 from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
 from nanokube.apiserver.pki_options import PKIOptions, client_trust
 from nanokube.cli import main
@@ -112,3 +114,18 @@ def test_service_account_keys_default_to_the_tls_key_and_audiences_to_the_issuer
     tokens = configured("--tls-private-key-file", str(tmp_path / "ec.key"), "--tls-cert-file", "x.crt")
     assert set(tokens.verifying) == {tokens.kid}
     assert "--tls-private-key-file holds no key that verifies service account tokens" in caplog.text
+
+
+def test_the_published_trust_is_joined_with_what_the_configmap_held():
+    """Several API servers share kube-system/extension-apiserver-authentication: each adds its CAs
+    and header names (each once, lists as Go's json.Marshal writes them); a CA leaves 5 minutes
+    after it expires."""
+    old, short, new = new_ca("old"), new_ca("short", days=1), new_ca("new")
+    stored = {"client-ca-file": (old.cert_pem + short.cert_pem).decode(), "requestheader-group-headers": '["X-A"]'}
+    ours = {"client-ca-file": (new.cert_pem + old.cert_pem).decode(), "requestheader-group-headers": '["X-B","X-A"]'}
+    now = time.time()
+    assert combined(stored, ours, now) == {"client-ca-file": (old.cert_pem + short.cert_pem + new.cert_pem).decode(),
+                                           "requestheader-group-headers": '["X-A","X-B"]'}
+    expiry = short.cert.not_valid_after_utc.timestamp()
+    assert short.cert_pem.decode() in combined(stored, ours, expiry + 299)["client-ca-file"]
+    assert combined(stored, ours, expiry + 301)["client-ca-file"] == (old.cert_pem + new.cert_pem).decode()

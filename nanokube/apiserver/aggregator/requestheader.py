@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 CONFIGMAP = "extension-apiserver-authentication"
 #: seconds between looks at the CA files, and between syncs of the ConfigMap whatever they hold
 CHECK_PERIOD, RESYNC_PERIOD = 1.0, 60.0
+#: seconds past its notAfter a CA is still published (upstream's slack for clocks apart)
+EXPIRED_SLACK = 300.0
 
 
 def front_proxy_files(pki) -> tuple[str, str]:
@@ -35,6 +37,11 @@ def front_proxy_files(pki) -> tuple[str, str]:
     return os.path.join(pki.dir, "front-proxy-client.crt"), os.path.join(pki.dir, "front-proxy-client.key")
 
 
+def _json(names: list) -> str:
+    """A list as Go's json.Marshal writes it (no spaces)."""
+    return json.dumps(names, separators=(",", ":"))
+
+
 def authentication_configmap(server) -> dict:
     """What the server trusts, as of now: its client CA and request-header CA (DIR/pki's, or the
     operator's files) and the request-header flags."""
@@ -42,17 +49,18 @@ def authentication_configmap(server) -> dict:
     return {"metadata": {"name": CONFIGMAP, "namespace": "kube-system"}, "data": {
         "client-ca-file": tls.client_ca_pem.decode(),
         "requestheader-client-ca-file": tls.requestheader_ca_pem.decode(),
-        "requestheader-allowed-names": json.dumps(list(rh.allowed_names)),
-        "requestheader-extra-headers-prefix": json.dumps(list(rh.extra_prefixes)),
-        "requestheader-group-headers": json.dumps(list(rh.group_headers)),
-        "requestheader-username-headers": json.dumps(list(rh.username_headers)),
-        "requestheader-uid-headers": json.dumps(list(rh.uid_headers)),
+        "requestheader-allowed-names": _json(list(rh.allowed_names)),
+        "requestheader-extra-headers-prefix": _json(list(rh.extra_prefixes)),
+        "requestheader-group-headers": _json(list(rh.group_headers)),
+        "requestheader-username-headers": _json(list(rh.username_headers)),
+        "requestheader-uid-headers": _json(list(rh.uid_headers)),
     }}
 
 
 def _bundle(pems: tuple[str, ...], now: float) -> str:
     """CA bundles joined as upstream's trust controller joins them: each certificate once, in the
-    order met, those expired left out (a bundle that does not parse adds nothing)."""
+    order met, those expired more than 5 minutes ago left out (a bundle that does not parse adds
+    nothing)."""
     seen, out = set(), []
     for pem in pems:
         try:
@@ -61,7 +69,7 @@ def _bundle(pems: tuple[str, ...], now: float) -> str:
             continue
         for cert in certs:
             der = cert.public_bytes(serialization.Encoding.DER)
-            if der not in seen and cert.not_valid_after_utc.timestamp() >= now:
+            if der not in seen and cert.not_valid_after_utc.timestamp() > now - EXPIRED_SLACK:
                 seen.add(der)
                 out.append(cert.public_bytes(serialization.Encoding.PEM).decode())
     return "".join(out)
@@ -76,7 +84,7 @@ def _names(values: tuple[str, ...]) -> str:
         except ValueError:
             items = []
         out += [i for i in items if isinstance(i, str) and i not in out] if isinstance(items, list) else []
-    return json.dumps(out)
+    return _json(out)
 
 
 def combined(stored: dict, ours: dict, now: float) -> dict:
