@@ -61,6 +61,17 @@ async def established(env, name: str) -> dict:
     return await eventually(check)
 
 
+async def gone(env, name: str) -> None:
+    """Until the CRD `name` is deleted (its finalizer done)."""
+    async def check():
+        try:
+            await env.crds.get(name)
+        except APIError as err:
+            return err.code == 404
+        return False
+    await eventually(check)
+
+
 async def test_crd_is_defaulted_established_and_served(env):
     created = await env.crds.create(crd(versions=("v1", "v1beta1")))
     assert created["spec"]["names"]["singular"] == "widget" and created["spec"]["names"]["listKind"] == "WidgetList"
@@ -132,15 +143,7 @@ async def test_deletion_removes_objects_then_the_crd(env):
     assert (e.value.code, e.value.reason, e.value.message) == (
         405, "MethodNotAllowed", "create not allowed while custom resource definition is terminating")
     await w.patch("held", {"metadata": {"finalizers": None}}, namespace="default")
-
-    async def gone():
-        try:
-            await env.crds.get(f"widgets.{GROUP}")
-        except APIError as err:
-            return err.code == 404
-        return False
-
-    await eventually(gone)
+    await gone(env, f"widgets.{GROUP}")
     assert env.index.get(GROUP, "v1", "widgets") is None
 
 
@@ -326,15 +329,7 @@ async def test_the_served_group_versions_follow_a_crds_creation_and_deletion(env
     await established(env, f"widgets.{GROUP}")
     assert env.index.group_versions()[GROUP] == ["v1", "v2beta1"]
     await env.crds.delete(f"widgets.{GROUP}")
-
-    async def gone():
-        try:
-            await env.crds.get(f"widgets.{GROUP}")
-        except APIError as err:
-            return err.code == 404
-        return False
-
-    await eventually(gone)
+    await gone(env, f"widgets.{GROUP}")
     assert GROUP not in env.index.group_versions()
 
 
