@@ -114,6 +114,8 @@ def test_service_account_keys_default_to_the_tls_key_and_audiences_to_the_issuer
     tokens = configured("--tls-private-key-file", str(tmp_path / "ec.key"), "--tls-cert-file", "x.crt")
     assert set(tokens.verifying) == {tokens.kid}
     assert "--tls-private-key-file holds no key that verifies service account tokens" in caplog.text
+    argv = pki_options.worker_argv(parser.parse_args(["--api-audiences", "x,y"]))  # `up`'s API workers take it
+    assert pki_options.load(parser.parse_args(argv)).audiences == ("x", "y")
 
 
 def test_the_published_trust_is_joined_with_what_the_configmap_held():
