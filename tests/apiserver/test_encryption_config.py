@@ -158,3 +158,35 @@ def test_a_json_file_repeating_a_key_is_refused_with_its_path(tmp_path):
         config.load(str(tmp_path / "enc.json"))
     assert str(e.value) == (f'error while parsing file: error decoding encryption provider configuration file '
                             f'"{tmp_path}/enc.json": strict decoding error: duplicate field "resources[0].resources"')
+
+
+def test_kms_endpoint_as_go_url_parse_reads_it(tmp_path):
+    """Upstream's validation refuses what url.Parse refuses (a NUL byte, a bad escape) and any scheme but
+    unix (lower-cased); an empty or overlong socket path is left to the dial, as upstream does."""
+    def kms(endpoint: str) -> list:
+        return [{"resources": ["secrets"], "providers": [{"kms": {"apiVersion": "v2", "name": "p", "endpoint": endpoint}}]}]
+
+    assert error(tmp_path, kms("unix:///run/a\x00b")) == (
+        'error while parsing file: resources[0].providers[0].kms.endpoint: Invalid value: "unix:///run/a\\x00b": '
+        'invalid endpoint for kms provider, error: parse "unix:///run/a\\x00b": net/url: invalid control character in URL')
+    assert error(tmp_path, kms("unix:///run/%zz")).endswith(
+        'error: parse "unix:///run/%zz": invalid URL escape "%zz"')
+    assert error(tmp_path, kms("://x")).endswith('error: parse "://x": missing protocol scheme')
+    assert error(tmp_path, kms("run/kms.sock")).endswith('unsupported scheme "" for KMS provider, only unix is supported')
+    for accepted in ("unix://", "UNIX:///run/kms.sock", "unix:///" + "a" * 120):
+        assert config.parse(open(write(tmp_path, kms(accepted)), "rb").read(), "enc.yaml")
+
+
+def test_kms_timeout_is_decoded_as_a_go_duration(tmp_path):
+    """A timeout ParseDuration refuses (overflow included) fails the decoder, not validation; null is the default."""
+    def kms(timeout) -> list:
+        return [{"resources": ["secrets"], "providers": [{"kms": {"apiVersion": "v2", "name": "p",
+                                                                  "endpoint": "unix:///s", "timeout": timeout}}]}]
+
+    path = write(tmp_path, kms("99999999999h"))
+    assert error(tmp_path, kms("99999999999h")) == (
+        f'error while parsing file: error decoding encryption provider configuration file "{path}": '
+        'time: invalid duration "99999999999h"')
+    assert error(tmp_path, kms("5")).endswith('time: missing unit in duration "5"')
+    assert config.parse(open(write(tmp_path, kms(None)), "rb").read(), "enc.yaml")["resources"][0]["providers"][0][
+        "kms"]["timeout"] == "3s"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,7 +32,6 @@ KIND = "EncryptionConfiguration"
 PROVIDERS = ("aesgcm", "aescbc", "secretbox", "identity", "kms")
 _AES_SIZES = (16, 24, 32)
 _SECRETBOX_SIZES = (32,)
-_KMS_TIMEOUT = 3.0
 _KMS_V1_CACHE = 1000
 _KEYS = {"keys": [{"name": str, "secret": str}]}
 #: the JSON type of each field the decoder reads (what it cannot unmarshal into a field is its error)
@@ -118,7 +118,8 @@ def parse(data: bytes, path: str, reload: bool = False) -> dict:
             kms = (p or {}).get("kms")
             if isinstance(kms, dict):
                 kms.setdefault("apiVersion", "v1")
-                kms.setdefault("timeout", "3s")
+                if kms.get("timeout") is None:  # (a *metav1.Duration: null is unset)
+                    kms["timeout"] = "3s"
                 if kms["apiVersion"] == "v1":
                     kms.setdefault("cachesize", _KMS_V1_CACHE)
     errs = validate(doc, reload)
@@ -143,6 +144,13 @@ def decode(data: bytes) -> dict:
                           f'"pkg/runtime/scheme.go:100"')
     if wrong := mistyped(doc, _SCHEMA, KIND):  # (`resources: 5`, `keys: [5]`, `name: [a]`)
         raise ConfigError(wrong)
+    for rc in doc.get("resources") or []:  # (a metav1.Duration decodes with ParseDuration: its words, overflow too)
+        for p in (rc or {}).get("providers") or []:
+            if isinstance(kms := (p or {}).get("kms"), dict) and kms.get("timeout") is not None:
+                try:
+                    goduration.parse(kms["timeout"])
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
     strict = configfile.duplicates(data) + [f'unknown field "{p}"' for p in unknown_fields(doc, _SCHEMA)]
     if strict:  # (its codec is strict: a repeated key or a misspelled provider is refused, not dropped)
         raise ConfigError(configfile.strict_error(strict))
@@ -291,12 +299,32 @@ def _secret(text: str) -> bytes | None:
         return None
 
 
-def _timeout(kms: dict) -> float | None:
-    """The KMS timeout in seconds; None for one that does not parse."""
-    try:
-        return goduration.parse(str(kms.get("timeout")))
-    except ValueError:
-        return None
+def _timeout(kms: dict) -> float:
+    """The KMS timeout in seconds (the decoder has refused one that does not parse)."""
+    return goduration.parse(kms["timeout"])
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _url_scheme(url: str) -> tuple[str, str]:
+    """(scheme, why Go's url.Parse refuses `url` or ""): upstream's validation accepts what that
+    parser takes (its scheme lower-cased), leaving an empty or overlong socket path to the dial."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return "", "net/url: invalid control character in URL"
+    if url.startswith(":"):
+        return "", "missing protocol scheme"
+    match = _SCHEME.match(url)
+    scheme, rest = (match.group(0)[:-1].lower(), url[match.end():]) if match else ("", url)
+    rest, _, fragment = rest.partition("#")
+    rest = rest.partition("?")[0]
+    if not scheme and not rest.startswith("/") and ":" in rest.partition("/")[0]:
+        return "", "first path segment in URL cannot contain colon"
+    for part in (rest, fragment):
+        if bad := _BAD_ESCAPE.search(part):
+            return "", f"invalid URL escape {gofmt.quote(part[bad.start():bad.start() + 3])}"
+    return scheme, ""
 
 
 def _kms(kms: dict, path: str, names: set[str], reload: bool) -> list[FieldError]:
@@ -308,16 +336,19 @@ def _kms(kms: dict, path: str, names: set[str], reload: bool) -> list[FieldError
         errs.append(invalid(f"{path}.name", name, f"invalid KMS provider name {name}, must not contain ':'"))
     if (reload or version != "v1") and name in names:
         errs.append(invalid(f"{path}.name", name, f"duplicate KMS provider name {name}, names must be unique"))
-    timeout = _timeout(kms)
-    if timeout is None or timeout <= 0:
+    if _timeout(kms) <= 0:
         errs.append(invalid(f"{path}.timeout", Stringer(str(kms.get("timeout"))), "timeout should be a positive value"))
     endpoint = kms.get("endpoint") or ""
     if not endpoint:
         errs.append(invalid(f"{path}.endpoint", "", "endpoint is a mandatory field for a kms"))
-    elif not endpoint.startswith("unix://"):
-        scheme = endpoint.partition("://")[0] if "://" in endpoint else ""
-        errs.append(invalid(f"{path}.endpoint", endpoint,
-                            f'unsupported scheme "{scheme}" for KMS provider, only unix is supported'))
+    else:
+        scheme, why = _url_scheme(endpoint)
+        if why:
+            errs.append(invalid(f"{path}.endpoint", endpoint, f"invalid endpoint for kms provider, error: parse "
+                                                              f"{gofmt.quote(endpoint)}: {why}"))
+        elif scheme != "unix":
+            errs.append(invalid(f"{path}.endpoint", endpoint,
+                                f'unsupported scheme "{scheme}" for KMS provider, only unix is supported'))
     cache = kms.get("cachesize")
     if version != "v1" and cache is not None:
         errs.append(invalid(f"{path}.cachesize", cache, "cachesize is not supported in v2"))
@@ -359,7 +390,7 @@ def _provider(p: dict, kms: list, kms_factory: Callable | None) -> Prefixed:
         if kms_factory is None:
             from .kmsv2 import Envelope as kms_factory
         try:
-            envelope = kms_factory(name, conf["endpoint"], _timeout(conf) or _KMS_TIMEOUT)
+            envelope = kms_factory(name, conf["endpoint"], _timeout(conf))
         except (OSError, ValueError) as e:
             raise ConfigError(f"could not configure KMSv2-Plugin's probe {gofmt.quote(name)}, error: {e}") from None
         kms.append(envelope)
