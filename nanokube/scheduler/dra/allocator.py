@@ -713,18 +713,19 @@ class Allocator:
             name = req.get("name", "")
             specs = ([(name, req["exactly"])] if req.get("exactly") is not None
                      else [(f"{name}/{s.get('name', '')}", s) for s in req.get("firstAvailable") or []])
-            out.append([self._request(f"{who}, request {rname}", name, rname, spec) for rname, spec in specs])
+            out.append([self._request(who, name, rname, spec) for rname, spec in specs])
         self._prepared[ci] = (claim, out)
         return out
 
-    def _request(self, who: str, request: str, name: str, spec: dict) -> _Request | AllocationError:
+    def _request(self, claim_who: str, request: str, name: str, spec: dict) -> _Request | AllocationError:
         """The prepared request, or the error to raise when the search reaches it."""
         try:
-            return self._prepare_request(who, request, name, spec)
+            return self._prepare_request(claim_who, request, name, spec)
         except AllocationError as e:
             return e
 
-    def _prepare_request(self, who: str, request: str, name: str, spec: dict) -> _Request:
+    def _prepare_request(self, claim_who: str, request: str, name: str, spec: dict) -> _Request:
+        who = f"{claim_who}, request {name}"
         cls_name = spec.get("deviceClassName", "")
         klass = self.classes.get(cls_name)
         if klass is None:
@@ -732,7 +733,8 @@ class Allocator:
                                   f'deviceclass.resource.k8s.io "{cls_name}" not found')
         selectors = [(f"class {cls_name}: selector #{i}", s)
                      for i, s in enumerate((klass.get("spec") or {}).get("selectors") or [])]
-        selectors += [(f"selector #{i}", s) for i, s in enumerate(spec.get("selectors") or [])]
+        # a selector's error names the claim or the class it came from, not the request, as upstream's
+        selectors += [(f"{claim_who}: selector #{i}", s) for i, s in enumerate(spec.get("selectors") or [])]
         tolerations = spec.get("tolerations") or []
         try:
             capacity = {k: exact(parse_quantity(str(v))) for k, v in ((spec.get("capacity") or {}).get("requests") or {}).items()}
@@ -781,10 +783,10 @@ class Allocator:
             return False
         if r.capacity and self._amount(r, d) is None:
             return False
-        return all(self._selects(r.who, label, s, d) for label, s in r.selectors)
+        return all(self._selects(label, s, d) for label, s in r.selectors)
 
     @staticmethod
-    def _selects(who: str, label: str, selector: dict, d: Device) -> bool:
+    def _selects(label: str, selector: dict, d: Device) -> bool:
         expr = (selector.get("cel") or {}).get("expression", "")
         hit = d.selected.get(expr)
         if hit is None:
@@ -799,7 +801,7 @@ class Allocator:
                     hit = f"CEL runtime error: {e}"
             d.selected[expr] = hit
         if isinstance(hit, str):
-            raise AllocationError(f"{who}: {label}: {hit}")
+            raise AllocationError(f"{label}: {hit}")
         return hit
 
     # -- results ----------------------------------------------------------

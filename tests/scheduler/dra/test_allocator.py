@@ -238,13 +238,21 @@ def test_several_claims_do_not_share_devices():
     ([exactly("g", "missing")], 'claim default/c, request g: could not retrieve device class missing: '
                                 'deviceclass.resource.k8s.io "missing" not found'),
     ([exactly("g", selectors=[cel('device.attributes["gpu.example.com"].nope == 1')])],
-     "claim default/c, request g: selector #0: CEL runtime error: no such key: nope"),
+     "claim default/c: selector #0: CEL runtime error: no such key: nope"),
     ([exactly("g", selectors=[cel("device.driver")])], "must evaluate to bool"),
     ([exactly("g", selectors=[cel("device.driver ==")])], "selector #0: CEL compile error: compilation failed"),
 ])
 def test_errors(requests, err):
     with pytest.raises(AllocationError, match=err.replace(".", r"\.").replace('"', '"')):
         run([rslice(GPU, GPUS)], [claim(*requests)])
+
+
+def test_a_class_selectors_error_names_the_class():
+    broken = {"metadata": {"name": "gpu"}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{GPU}"'}}, {"cel": {"expression": "device.attributes['x'].y"}}]}}
+    with pytest.raises(AllocationError) as e:
+        run([rslice(GPU, GPUS)], [claim(exactly("g"))], classes={"gpu": broken})
+    assert str(e.value) == "class gpu: selector #1: CEL runtime error: no such key: y"
 
 
 def test_cost_limit_error_reported():
