@@ -190,11 +190,6 @@ def defaulted(doc: dict) -> dict:
     return out
 
 
-def _json_type(v) -> str:
-    """How encoding/json names a value it cannot put in a field."""
-    return {str: "string", dict: "object", list: "array", bool: "bool"}.get(type(v), f"number {v}")
-
-
 def _seconds_of(value, path: str = "") -> float:
     """A metav1.Duration's JSON ("30s", "1m0s"); unset is 0."""
     if value in (None, ""):
@@ -317,11 +312,13 @@ def load(path: str | Path) -> ProxyConfig:
     if addresses is not None and (not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses)):
         bad = addresses if not isinstance(addresses, list) else next(a for a in addresses if not isinstance(a, str))
         of = "[]string" if bad is addresses else "string"
-        raise ConfigError(f"failed to decode: json: cannot unmarshal {_json_type(bad)} into Go struct field "
+        raise ConfigError(f"failed to decode: json: cannot unmarshal {configfile.json_type(bad)} into Go struct field "
                           f"{KIND}.nodePortAddresses of type {of}")
     for key, go_type in (("qps", "float32"), ("burst", "int32")):
         v = (doc.get("clientConnection") or {}).get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int if key == "burst" else (int, float))):
-            raise ConfigError(f"failed to decode: json: cannot unmarshal {_json_type(v)} into Go struct field "
+            # (a number that does not fit an integer is named with its value, as Go's decoder does)
+            what = f"number {v}" if isinstance(v, float) else configfile.json_type(v)
+            raise ConfigError(f"failed to decode: json: cannot unmarshal {what} into Go struct field "
                               f"{KIND}.clientConnection.{key} of type {go_type}")
     return from_v1alpha1(configfile.zeroed(doc, _SCHEMA))  # (a null section is Go's zero one)

@@ -206,6 +206,10 @@ def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_error
     ("", "failed to decode: Object 'Kind' is missing in ''"),
     (HEAD + "clientConnection: {qps: fast}\n", "failed to decode: json: cannot unmarshal string into Go struct "
                                                "field KubeProxyConfiguration.clientConnection.qps of type float32"),
+    (HEAD + "nodePortAddresses: [1]\n", "failed to decode: json: cannot unmarshal number into Go struct "
+                                      "field KubeProxyConfiguration.nodePortAddresses of type string"),
+    (HEAD + "clientConnection: {burst: 1.5}\n", "failed to decode: json: cannot unmarshal number 1.5 into Go "
+                                                 "struct field KubeProxyConfiguration.clientConnection.burst of type int32"),
     (HEAD + "nodePortAddresses: primary\n", "failed to decode: json: cannot unmarshal string into Go struct "
                                             "field KubeProxyConfiguration.nodePortAddresses of type []string"),
 ])
