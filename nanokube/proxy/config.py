@@ -309,6 +309,8 @@ def load(path: str | Path) -> ProxyConfig:
     if wrong := configfile.mistyped(doc, _SCHEMA, KIND):  # (fuzz62: `min: {a: 1}` and such were tracebacks)
         raise ConfigError(f"failed to decode: {wrong}")
     addresses = doc.get("nodePortAddresses")
+    if isinstance(addresses, list):  # a null item is Go's "" (which validation then refuses)
+        addresses = doc["nodePortAddresses"] = ["" if a is None else a for a in addresses]
     if addresses is not None and (not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses)):
         bad = addresses if not isinstance(addresses, list) else next(a for a in addresses if not isinstance(a, str))
         of = "[]string" if bad is addresses else "string"

@@ -163,6 +163,8 @@ def test_a_qps_without_a_burst_is_refused_as_client_go_refuses_it(capsys):
 
 
 @pytest.mark.parametrize(("body", "error"), [
+    # a null address is Go's "" (it said `cannot unmarshal string into ... of type string`)
+    ("nodePortAddresses: [null]\n", 'KubeProxyConfiguration.NodePortAddresses[0]: Invalid value: "": must be a valid CIDR'),
     ("clientConnection: {burst: -1}\n",
      "KubeProxyConfiguration.ClientConnection.Burst: Invalid value: -1: must be greater than or equal to 0"),
     ("mode: nftables\nnftables: {syncPeriod: 5s, minSyncPeriod: 10s}\n",
