@@ -27,7 +27,7 @@ import orjson
 import yaml
 
 from ..machinery import errors, gojson
-from ..machinery.configfile import ALIAS_FLOOR, ALIAS_RATIO, go_int
+from ..machinery.configfile import ALIAS_FLOOR, ALIAS_RATIO, go_int, go_yaml_error
 
 #: deepest nesting of objects and arrays a body may have
 MAX_DEPTH = 100
@@ -196,7 +196,7 @@ def loads_config_yaml(raw: bytes | str) -> Any:
     try:
         return loads_yaml(raw)
     except yaml.YAMLError as e:
-        raise ValueError(f"error converting YAML to JSON: {e}") from None
+        raise ValueError(f"error converting YAML to JSON: {go_yaml_error(e, raw)}") from None
     except errors.APIError as e:
         raise ValueError(f"error converting YAML to JSON: {e.message}") from None
 

@@ -12,6 +12,7 @@ logs that text as a warning instead.
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 import yaml
@@ -56,10 +57,38 @@ def load(text: str | bytes) -> tuple[Any, list[str]]:
     """A file's document (None when empty) and what the strict decoder says of the keys it
     repeats ([] when none); yaml.YAMLError where it does not parse, or where its aliases expand
     past the bound (a "billion laughs" file would hold each reader walking it)."""
-    doc = yaml.load(text, Loader=_Loader)
+    try:
+        doc = yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as e:
+        raise yaml.YAMLError(f"error converting YAML to JSON: {go_yaml_error(e, text)}") from None
     if ("*" if isinstance(text, str) else b"*") in text:  # (no alias without one)
         _bound_aliases(doc, max(ALIAS_FLOOR, ALIAS_RATIO * len(text)))
     return doc, duplicates(text)
+
+
+_ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")
+
+
+def go_yaml_error(e: yaml.YAMLError, text: str | bytes) -> str:
+    """go-yaml's (v2, under sigs.k8s.io/yaml) one line for a syntax error, `yaml: line N: <problem>`,
+    where PyYAML writes several: libyaml's problem is go-yaml's, and its line is the problem's
+    (counted from 1 for the scanner's, from 0 for the parser's, as go-yaml counts it), else the
+    context's, none when that is 0. An alias to no anchor in `text` is go-yaml's own words."""
+    problem = getattr(e, "problem", None)
+    if isinstance(e, yaml.composer.ComposerError) and e.problem_mark and (problem or "").startswith("found undefined alias"):
+        at = text[e.problem_mark.index:] if isinstance(text, str) else text.decode(errors="replace")[e.problem_mark.index:]
+        name = _ALIAS.match(at)
+        if name:
+            return f"yaml: unknown anchor '{name.group(1)}' referenced"
+    if not isinstance(e, (yaml.scanner.ScannerError, yaml.parser.ParserError)) or not problem:
+        return str(e)
+    problem_line = e.problem_mark.line if e.problem_mark else 0
+    context_line = e.context_mark.line if e.context_mark else 0
+    if problem_line:
+        line = problem_line + isinstance(e, yaml.scanner.ScannerError)
+    else:
+        line = context_line
+    return f"yaml: line {line}: {problem}" if line else f"yaml: {problem}"
 
 
 def _bound_aliases(doc: Any, budget: int) -> None:

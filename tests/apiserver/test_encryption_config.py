@@ -190,3 +190,12 @@ def test_kms_timeout_is_decoded_as_a_go_duration(tmp_path):
     assert error(tmp_path, kms("5")).endswith('time: missing unit in duration "5"')
     assert config.parse(open(write(tmp_path, kms(None)), "rb").read(), "enc.yaml")["resources"][0]["providers"][0][
         "kms"]["timeout"] == "3s"
+
+
+def test_a_yaml_syntax_error_is_go_yamls_one_line(tmp_path):
+    path = tmp_path / "enc.yaml"
+    path.write_text("kind: EncryptionConfiguration\nresources: a: b\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(str(path))
+    assert str(e.value) == (f'error while parsing file: error decoding encryption provider configuration file "{path}": '
+                            "error converting YAML to JSON: yaml: line 2: mapping values are not allowed in this context")

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from nanokube.machinery import configfile
+from nanokube.scheduler import config as scheduler_config
 
 YAML_HEAD = "error converting YAML to JSON: yaml: unmarshal errors:\n"
 
@@ -60,3 +61,24 @@ def test_an_integer_past_what_int_takes_is_the_string_go_yaml_keeps():
     loader expected; go-yaml's resolver keeps a number past float64 a string."""
     doc, _ = configfile.load("a: 1" + "0" * 5000 + "\nb: 0x10\nc: -1_000\n")
     assert doc == {"a": "1" + "0" * 5000, "b": 16, "c": -1000}
+
+
+@pytest.mark.parametrize("text, want", [
+    ("a: b\nc: d: e\n", "yaml: line 2: mapping values are not allowed in this context"),  # scanner: counted from 1
+    ("a:\n  b: 1\n c: 2\n", "yaml: line 2: did not find expected key"),  # parser: go-yaml's count from 0
+    ("a: [1, 2\n", "yaml: line 1: did not find expected ',' or ']'"),
+    ('a: "x\n', "yaml: line 2: found unexpected end of stream"),
+    ("a: b: c\n", "yaml: mapping values are not allowed in this context"),  # (line 0: no line)
+    ("a: *nope\n", "yaml: unknown anchor 'nope' referenced"),
+])
+def test_a_syntax_error_is_go_yamls_one_line(text, want, tmp_path):
+    """fuzzleft62: PyYAML's several lines (`while parsing a block mapping\\n  in "<unicode string>"...`)
+    were each loader's error; go-yaml's is one line, `yaml: line N: <problem>`, its line counted as it counts."""
+    with pytest.raises(yaml.YAMLError) as e:
+        configfile.load(text)
+    assert str(e.value) == "error converting YAML to JSON: " + want
+    path = tmp_path / "sched.yaml"
+    path.write_text(text)
+    with pytest.raises(scheduler_config.ConfigError) as e:
+        scheduler_config.load(path)
+    assert str(e.value) == f"couldn't decode {path}: error converting YAML to JSON: {want}"
