@@ -58,19 +58,6 @@ async def _up(args: argparse.Namespace) -> int:
         except RulesError as e:
             print(f"nanokube: {e}", file=sys.stderr)
             return 2
-    from .apiserver import pki_options
-    from .controllers import csrsigning
-
-    try:  # the operator's certificates and keys (kube-apiserver's and kube-controller-manager's flags)
-        pki_opts = pki_options.load(args)
-        signers = csrsigning.from_flags(args) if csrsigning.given(args) else None
-    except ValueError as e:
-        print(f"nanokube: {e}", file=sys.stderr)
-        return 2
-    if args.api_workers > 1 and pki_opts.front_proxy_given():
-        print("nanokube: --api-workers above 1 takes none of --tls-cert-file, --tls-sni-cert-key, --client-ca-file, "
-              "--requestheader-* and --proxy-client-* yet", file=sys.stderr)
-        return 2
     try:
         signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
     except ValueError as e:
@@ -94,6 +81,19 @@ async def _up(args: argparse.Namespace) -> int:
         audit_webhook = audit_options.webhook(args)
     except audit_options.FlagError as e:
         print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    from .apiserver import pki_options
+    from .controllers import csrsigning_options
+
+    try:  # the operator's certificates and keys (kube-apiserver's and kube-controller-manager's flags)
+        pki_opts = pki_options.load(args)
+        signers = csrsigning_options.from_flags(args) if csrsigning_options.given(args) else None
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    if args.api_workers > 1 and pki_opts.front_proxy_given():
+        print("nanokube: --api-workers above 1 takes none of --tls-cert-file, --tls-sni-cert-key, --client-ca-file, "
+              "--requestheader-* and --proxy-client-* yet", file=sys.stderr)
         return 2
     sched_cfg = None
     if args.scheduler_config:
@@ -540,7 +540,7 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                     help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL})")
     from .apiserver.pki_options import add_flags as pki_flags
-    from .controllers.csrsigning import add_flags as signing_flags
+    from .controllers.csrsigning_options import add_flags as signing_flags
 
     pki_flags(up)
     signing_flags(up)  # kube-controller-manager's; unset: the CSR signer signs with DIR/pki's CA

@@ -17,7 +17,7 @@ from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, config_from_arguments, from_arguments
 from .client.ratelimit import limited, rest_limit
-from .controllers import csrsigning
+from .controllers import csrsigning, csrsigning_options
 from .controllers.clientbuilder import ServiceAccountClients
 from .controllers.manager import CONTROLLERS, KCM_CLIENT_LIMIT, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
                    help="the requests each such client may send at once before --kube-api-qps holds (default 30)")
     p.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                    help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL}, as `nanokube up`)")
-    csrsigning.add_flags(p)
+    csrsigning_options.add_flags(p)
     p.add_argument("--service-account-private-key-file", default="", metavar="FILE",
                    help="the API server's service-account signing key (PEM; `up` keeps it in DIR/pki/sa.key): "
                         "runs the token controller, which fills kubernetes.io/service-account-token Secrets")
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         parse_pool(args.load_balancer_pool)
         enabled([*CONTROLLERS, csrsigning.CSRSigningController, TokensController], args.controllers)
         args.service_account_key = _service_account_key(args.service_account_private_key_file)
-        args.signers = csrsigning.from_flags(args)
+        args.signers = csrsigning_options.from_flags(args)
         args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
         args.client_limit = rest_limit(args.kube_api_qps, args.kube_api_burst)
         return component_cli.run_loop(_run(args))

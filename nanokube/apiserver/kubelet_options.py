@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..machinery import goduration
-from .streaming.kubelet import PREFERRED_ADDRESS_TYPES, client_context
+from ..machinery.nodeaddresses import PREFERRED_ADDRESS_TYPES
 
 if TYPE_CHECKING:
     from .app import APIServer
@@ -51,6 +51,8 @@ def load(args: argparse.Namespace) -> KubeletClientOptions:
     """The flags judged and their files read: ValueError with the line `up` stops with."""
     goduration.parse(args.kubelet_timeout, "--kubelet-timeout")
     cert, key, ca = (getattr(args, name) for name in _FILES)
+    if cert or ca:  # (the dialler, and aiohttp with it, is imported only when a file is to be judged)
+        from .streaming.kubelet import client_context
     if bool(cert) != bool(key):
         raise ValueError("--kubelet-client-certificate and --kubelet-client-key go together")
     for flag, files in (("--kubelet-certificate-authority", (ca, "", "")), ("--kubelet-client-certificate", ("", cert, key))):

@@ -5,7 +5,7 @@ verified by (--client-ca-file, --requestheader-*), the aggregator's client certi
 (--proxy-client-cert-file, --proxy-client-key-file) and the service-account keys and issuers
 (--service-account-key-file, --service-account-signing-key-file, --service-account-issuer) and the
 audiences tokens must be for (--api-audiences).
-kube-controller-manager's --cluster-signing-* are csrsigning.add_flags'. A flag left unset keeps
+kube-controller-manager's --cluster-signing-* are csrsigning_options.add_flags'. A flag left unset keeps
 what `up` makes in DIR/pki. Every file is read and checked before anything starts, so a bad one
 stops `up` with its line; the serving and CA files are read again when they change (serving_tls)."""
 
@@ -16,13 +16,24 @@ import logging
 import os
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..pki import jwt
 from ..pki.ca import KeyPair, ensure_front_proxy, issue
-from .auth.requestheader import RequestHeader
 from .serving_tls import SNICert, ServingTLS
 
+if TYPE_CHECKING:
+    from .auth.requestheader import RequestHeader
+
 log = logging.getLogger(__name__)
+
+
+def _request_header(**fields) -> RequestHeader:
+    """A RequestHeader, imported only once options are judged (the auth package brings the server's
+    HTTP stack, which a refused flag must stop `up` before)."""
+    from .auth.requestheader import RequestHeader
+
+    return RequestHeader(**fields)
 
 
 @dataclass
@@ -32,7 +43,7 @@ class PKIOptions:
     sni: list[SNICert] = field(default_factory=list)
     client_ca: str = ""
     requestheader_ca: str = ""
-    requestheader: RequestHeader = RequestHeader()
+    requestheader: RequestHeader = field(default_factory=_request_header)
     proxy_client: tuple[str, str] | None = None
     #: --service-account-signing-key-file's key, --service-account-key-file's public keys
     signing_key: object = None
@@ -48,7 +59,7 @@ class PKIOptions:
     def front_proxy_given(self) -> bool:
         """Whether the operator set how front proxies are trusted (which `up`'s API workers, relaying to
         the first as its front proxy with DIR/pki's front-proxy-client, do not follow yet)."""
-        return bool(self.files_given() or self.proxy_client or self.requestheader != RequestHeader())
+        return bool(self.files_given() or self.proxy_client or self.requestheader != _request_header())
 
 
 def _list(value: str) -> tuple[str, ...]:
@@ -136,7 +147,7 @@ def load(args: argparse.Namespace) -> PKIOptions:
                    proxy_client=_pair(args.proxy_client_cert_file, args.proxy_client_key_file, "proxy client cert"),
                    issuers=_issuers(args.service_account_issuer), audiences=_list(args.api_audiences))
     allowed = args.requestheader_allowed_names
-    o.requestheader = RequestHeader(
+    o.requestheader = _request_header(
         allowed_names=_list(allowed) if allowed is not None else () if o.requestheader_ca else ("front-proxy-client",),
         username_headers=_list(args.requestheader_username_headers),
         group_headers=_list(args.requestheader_group_headers),

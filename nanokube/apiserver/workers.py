@@ -323,7 +323,8 @@ async def _listen_for_pods(server, netns: str, address: str) -> None:
         return
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The worker's command line: the flags of `up` that worker 0 passes on, and the worker's own."""
     from . import audit_options, auth_options, kubelet_options, pki_options
     from .encryption.options import add_flags as encryption_flags
 
@@ -352,7 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     encryption_flags(p)  # up's
     logs.add_arguments(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -16,7 +16,7 @@ from ..machinery.errors import APIError
 from ..clock import REAL, Clock
 from ..pki.csr import approval, common_name, kubelet_client_error, parse_request
 from .base import Controller
-from .csrsigning import KUBELET_CLIENT_SIGNER
+from .csrsigning_options import KUBELET_CLIENT_SIGNER
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from .clusterroleaggregation import ClusterRoleAggregationController
 from .cronjob import CronJobController
 from .csrapproving import CSRApprovingController
 from .csrcleaner import CSRCleanerController
-from .csrsigning import SIGNING_DURATION, CSRSigningController, Files, cluster_ca
+from .csrsigning import CSRSigningController
+from .csrsigning_options import SIGNING_DURATION, Files, cluster_ca
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .device_taint_eviction import DeviceTaintEvictionController

@@ -4,7 +4,6 @@ the process runtime it dials Services' endpoints from the cluster network namesp
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
 from nanokube import gcsettle
@@ -32,12 +31,9 @@ async def test_a_worker_defers_full_collections_until_it_serves_then_settles(tmp
         steps.append("serving")
 
     monkeypatch.setattr(APIServer, "start", recorded_start)
-    args = argparse.Namespace(worker=1, workers=2, data_dir=str(tmp_path), store="sqlite", address="127.0.0.1",
-                              port=0, relay_port=1, audit_log_path="", flagz=None, disable_admission_plugins="",
-                              advertise_address="", service_account_jwks_uri="", dial_netns="", min_request_timeout=1800,
-                              audit_policy_file="", feature_gates="", runtime_config="", audit_webhook_config_file="", audit_log_format="json",
-                              admission_control_config_file="", tracing_config_file="", encryption_provider_config="",
-                              encryption_provider_config_automatic_reload=False)
+    args = workers.parser().parse_args(["--worker", "1", "--workers", "2", "--ppid", "1", "--data-dir", str(tmp_path),
+                                        "--store", "sqlite", "--address", "127.0.0.1", "--port", "0",
+                                        "--relay-port", "1", "--audit-log-path", ""])
     task = asyncio.create_task(workers._serve(args))
     try:
         for _ in range(600):
@@ -84,13 +80,9 @@ async def test_a_worker_dials_services_from_the_cluster_namespace_before_it_serv
     monkeypatch.setattr(serving.Site, "start", recorded_listen)
     monkeypatch.setattr(WebhookClient, "dial_services_from", recorded_webhooks_dial)
     monkeypatch.setattr(Aggregator, "dial_services_from", recorded_aggregator_dial)
-    args = argparse.Namespace(worker=1, workers=2, data_dir=str(tmp_path), store="sqlite", address="127.0.0.1",
-                              port=0, relay_port=1, audit_log_path="", flagz=None, disable_admission_plugins="",
-                              advertise_address="", service_account_jwks_uri="", dial_netns="nk-test-cluster",
-                              min_request_timeout=1800, audit_policy_file="", feature_gates="", runtime_config="",
-                              audit_webhook_config_file="", audit_log_format="json",
-                              admission_control_config_file="", tracing_config_file="", encryption_provider_config="",
-                              encryption_provider_config_automatic_reload=False)
+    args = workers.parser().parse_args(["--worker", "1", "--workers", "2", "--ppid", "1", "--data-dir", str(tmp_path),
+                                        "--store", "sqlite", "--address", "127.0.0.1", "--port", "0",
+                                        "--relay-port", "1", "--audit-log-path", "", "--dial-netns", "nk-test-cluster"])
     task = asyncio.create_task(workers._serve(args))
     try:
         for _ in range(600):

@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from nanokube.controllers.csrsigning import (CSRSigningController, cluster_ca, duration, signer_files, usage_error,
-                                             validate_files)
+from nanokube.controllers.csrsigning import CSRSigningController, duration, usage_error
+from nanokube.controllers.csrsigning_options import cluster_ca, signer_files, validate_files
 from nanokube.pki.ca import ensure_pki
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock

@@ -11,7 +11,8 @@ from cryptography import x509
 
 from nanokube.clock import Clock
 from nanokube.component_server import tls_context
-from nanokube.controllers.csrsigning import CSRSigningController, cluster_ca
+from nanokube.controllers.csrsigning import CSRSigningController
+from nanokube.controllers.csrsigning_options import cluster_ca
 from nanokube.node import bootstrap
 from nanokube.pki.ca import ensure_pki, issue
 from tests.controllers import make_stack, tries

@@ -28,10 +28,9 @@ from aiohttp import web
 from ...clock import REAL, Clock
 from ...machinery import errors
 from ...machinery.hostport import join_host_port
+from ...machinery.nodeaddresses import PREFERRED_ADDRESS_TYPES
 from .proxy import DialError, _body, _read_head, forward, relayed, upgrade
 
-#: --kubelet-preferred-address-types' default
-PREFERRED_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
 #: the kubelet's port when the Node names none (ports.KubeletPort)
 KUBELET_PORT = 10250
 #: how long a dial may take (the kubelet client transport's dial timeout)
