@@ -172,8 +172,10 @@ def test_kms_endpoint_as_go_url_parse_reads_it(tmp_path):
     assert error(tmp_path, kms("unix:///run/%zz")).endswith(
         'error: parse "unix:///run/%zz": invalid URL escape "%zz"')
     assert error(tmp_path, kms("://x")).endswith('error: parse "://x": missing protocol scheme')
+    assert error(tmp_path, kms("unix://h:x/s")).endswith('error: parse "unix://h:x/s": invalid port ":x" after host')
+    assert error(tmp_path, kms("unix://[::1/s")).endswith('error: parse "unix://[::1/s": missing \']\' in host')
     assert error(tmp_path, kms("run/kms.sock")).endswith('unsupported scheme "" for KMS provider, only unix is supported')
-    for accepted in ("unix://", "UNIX:///run/kms.sock", "unix:///" + "a" * 120):
+    for accepted in ("unix://", "UNIX:///run/kms.sock", "unix:///" + "a" * 120, "unix:%zz", "unix://[::1]:5/s"):
         assert config.parse(open(write(tmp_path, kms(accepted)), "rb").read(), "enc.yaml")
 
 

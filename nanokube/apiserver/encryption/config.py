@@ -306,6 +306,7 @@ def _timeout(kms: dict) -> float:
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_PORT = re.compile(r"(:[0-9]*)?")
 
 
 def _url_scheme(url: str) -> tuple[str, str]:
@@ -319,8 +320,19 @@ def _url_scheme(url: str) -> tuple[str, str]:
     scheme, rest = (match.group(0)[:-1].lower(), url[match.end():]) if match else ("", url)
     rest, _, fragment = rest.partition("#")
     rest = rest.partition("?")[0]
-    if not scheme and not rest.startswith("/") and ":" in rest.partition("/")[0]:
-        return "", "first path segment in URL cannot contain colon"
+    if not rest.startswith("/"):
+        if scheme:  # (opaque, `unix:x`: kept as written, not unescaped)
+            rest = ""
+        elif ":" in rest.partition("/")[0]:
+            return "", "first path segment in URL cannot contain colon"
+    elif rest.startswith("//"):
+        host = rest[2:].partition("/")[0].rpartition("@")[2]
+        end = host.rfind("]") if host.startswith("[") else None
+        if end == -1:
+            return "", "missing ']' in host"
+        port = host[end + 1:] if end is not None else host[host.rfind(":"):] if ":" in host else ""
+        if not _PORT.fullmatch(port):
+            return "", f"invalid port {gofmt.quote(port)} after host"
     for part in (rest, fragment):
         if bad := _BAD_ESCAPE.search(part):
             return "", f"invalid URL escape {gofmt.quote(part[bad.start():bad.start() + 3])}"
