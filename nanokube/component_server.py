@@ -23,8 +23,7 @@ from http import HTTPStatus
 
 from aiohttp import ClientError, web
 from aiohttp.http_exceptions import LineTooLong
-from aiohttp.http_parser import HttpRequestParserPy
-from aiohttp.web_protocol import MAX_MSG_QUEUE_SIZE, RequestHandler, RequestPayloadError
+from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
@@ -236,17 +235,7 @@ class _Quiet(RequestHandler):
     """A connection whose requests the parser refuses (a line past MAX_HEADER_BYTES, a URL or method
     that does not parse: the client's doing) are answered as Go's net/http answers them, `400 Bad
     Request` or `431 Request Header Fields Too Large` in plain text, and logged at V(4), where
-    aiohttp logs an ERROR with a traceback (any client could fill the log with them). Its requests
-    are read by aiohttp's pure-Python parser: llhttp, the C one, knows a fixed list of methods and
-    refuses `BREW` with a 400, where Go's server takes any token as a method and leaves it to the mux
-    (404, 405, or a handler that ignores the method); these ports see probes and scrapes, not load."""
-
-    def __init__(self, manager: web.Server, *, loop: asyncio.AbstractEventLoop, **kwargs) -> None:
-        super().__init__(manager, loop=loop, **kwargs)
-        self._parser = HttpRequestParserPy(
-            self, loop, self._read_bufsize, max_line_size=self.max_line_size, max_field_size=self.max_field_size,
-            max_headers=self.max_headers, payload_exception=RequestPayloadError,
-            auto_decompress=kwargs.get("auto_decompress", True), max_msg_queue_size=MAX_MSG_QUEUE_SIZE)
+    aiohttp logs an ERROR with a traceback (any client could fill the log with them)."""
 
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
