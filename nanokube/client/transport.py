@@ -36,6 +36,11 @@ CONNECT_TIMEOUT = 10.0
 #: seconds a kept-alive connection may sit idle and still be used (aiohttp's connector keeps 15 s,
 #: well inside the API server's own keep-alive timeout, so the server seldom closes one under a request)
 IDLE_TIMEOUT = 15.0
+#: unary connections a pool has open (or opening) at most: more requests at once wait for one to be
+#: released. A TLS handshake costs the server some ten kept-alive requests' CPU, and a component's
+#: burst of concurrent writes (a scheduler's bindings, status patches and Events) otherwise dials a
+#: connection per request in flight (client-go multiplexes them on one HTTP/2 connection)
+MAX_CONNS = 32
 #: what is sent again, once, on a fresh connection when a kept-alive one closes before any byte of its
 #: answer (Go's Request.isReplayable): a request without side effects, even if the server had read it
 REPLAYABLE = frozenset(("GET", "HEAD", "OPTIONS", "TRACE"))
@@ -101,14 +106,16 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool.conns.discard(self)
+        self.pool.wake_dialer()
         if self.answer is not None and not self.answer.done():
             self.answer.set_exception(aiohttp.ServerDisconnectedError() if exc is None
                                       else aiohttp.ClientOSError(getattr(exc, "errno", None), str(exc)))
 
 
 class Pool:
-    """The kept-alive connections to one server, used last in first out (the busiest stay warm).
-    Unbounded, as the aiohttp connector it replaces: each request in flight has its own."""
+    """The kept-alive connections to one server, used last in first out (the busiest stay warm), at
+    most MAX_CONNS of them: a request that finds none idle and the pool full waits, first come first
+    served, for the next one released (or for room to dial once one closes)."""
 
     def __init__(self, server: str, context: ssl.SSLContext | None):
         url = urlsplit(server)
@@ -119,6 +126,10 @@ class Pool:
         self.host_line = f"Host: {url.netloc}\r\n"
         self.idle: list[_Connection] = []
         self.conns: set[_Connection] = set()
+        #: connections being opened, and the requests waiting for a connection (a future's result:
+        #: the connection handed over, or None: room to dial)
+        self.dialing = 0
+        self.waiters: deque[asyncio.Future[_Connection | None]] = deque()
 
     def _bytes(self, method: str, target: str, head: str, body: bytes | None = None) -> bytes:
         data = f"{method} {quote(self.prefix + target, _SAFE)} HTTP/1.1\r\n{self.host_line}{head}".encode()
@@ -129,7 +140,7 @@ class Pool:
         in CRLF; Host and Content-Length are added). `target` is a path and query."""
         data = self._bytes(method, target, head, body)
         for retry in (False, True):
-            conn, reused = self._idle() or (await self._connect(lambda: _Connection(self)), False)
+            conn, reused = await self._take()
             conn.answer, conn.received = asyncio.get_running_loop().create_future(), False
             conn.body.clear()
             conn.transport.write(data)
@@ -161,6 +172,39 @@ class Pool:
             return conn, True
         return None
 
+    async def _take(self) -> tuple[_Connection, bool]:
+        """An idle connection, a new one while the pool has room, else the next one released."""
+        while True:
+            if (got := self._idle()) is not None:
+                return got
+            if len(self.conns) + self.dialing < MAX_CONNS:
+                self.dialing += 1
+                try:
+                    return await self._connect(lambda: _Connection(self)), False
+                finally:
+                    self.dialing -= 1
+                    self.wake_dialer()  # (a failed dial leaves its room to a waiter)
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiters.append(waiter)
+            try:
+                conn = await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                    self._release(waiter.result())  # handed over just as this request was cancelled
+                raise
+            if conn is not None and not conn.closed and not conn.transport.is_closing():
+                return conn, True
+
+    def wake_dialer(self) -> None:
+        """Room to dial: the first waiting request is told to try again."""
+        if len(self.conns) + self.dialing >= MAX_CONNS:
+            return
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
     async def watch(self, target: str, head: str) -> tuple[int, WatchStream]:
         """A GET of `target` on a connection of its own, once its answer's head came: the status and
         the stream of its body (a watch's events; for a status of 400 or more, `read()` gives the body)."""
@@ -186,8 +230,13 @@ class Pool:
     def _release(self, conn: _Connection) -> None:
         conn.answer = None
         if conn.closed or not conn.keep_alive:
-            conn.transport.close()
+            conn.transport.close()  # (its connection_lost makes room for a waiter)
             return
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
         conn.idle_since = asyncio.get_running_loop().time()
         self.idle.append(conn)
 

@@ -13,7 +13,7 @@ import pytest
 from nanokube.client.http import EXPECTED, HTTPClient, HTTPResourceClient, RemoteResource
 from nanokube.client.kubeconfig import Credentials
 from nanokube.client.metrics import REQUESTS
-from nanokube.client.transport import HIGH_WATER, ConnectError
+from nanokube.client.transport import HIGH_WATER, MAX_CONNS, ConnectError
 from nanokube.machinery.errors import APIError
 
 
@@ -27,10 +27,12 @@ class Server:
         self.requests: list[tuple[int, str, str, dict[str, str], bytes]] = []
         self.connections = 0
         self.open: set[asyncio.StreamWriter] = set()
+        self.most_open = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn, self.connections = self.connections, self.connections + 1
         self.open.add(writer)
+        self.most_open = max(self.most_open, len(self.open))
         try:
             for n in range(1_000):
                 head = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
@@ -97,6 +99,19 @@ async def test_an_answer_that_closes_its_connection_is_read_and_the_next_request
         for _ in range(3):
             assert await client.request("GET", "/x") == {"ok": True}
     assert server.connections == 3
+
+
+async def test_a_burst_of_requests_waits_for_the_pools_connections_rather_than_dialling_one_each():
+    async with serving(lambda n, _m, path: ok(b'{"path": "%s"}' % path.encode())) as (server, client):
+        paths = [f"/burst/{i}" for i in range(5 * MAX_CONNS)]
+        answers = await asyncio.gather(*(client.request("GET", p) for p in paths))
+        assert [a["path"] for a in answers] == paths
+        assert (server.connections, server.most_open) == (MAX_CONNS, MAX_CONNS)
+    # connections the server closes after each answer make room for the requests still waiting
+    async with serving(lambda _n, _m, _p: ok(extra="Connection: close\r\n")) as (server, client):
+        answers = await asyncio.gather(*(client.request("GET", "/x") for _ in range(3 * MAX_CONNS)))
+        assert answers == [{"ok": True}] * (3 * MAX_CONNS)
+        assert server.connections == 3 * MAX_CONNS and server.most_open <= MAX_CONNS
 
 
 async def test_a_kept_alive_connection_the_server_drops_is_retried_only_for_a_replayable_request():
