@@ -197,13 +197,17 @@ class Pool:
 
     def wake_dialer(self) -> None:
         """Room to dial: the first waiting request is told to try again."""
-        if len(self.conns) + self.dialing >= MAX_CONNS:
-            return
+        if len(self.conns) + self.dialing < MAX_CONNS:
+            self._hand(None)
+
+    def _hand(self, conn: _Connection | None) -> bool:
+        """Whether a waiting request (the first still waiting) took `conn` (None: room to dial)."""
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                return
+                waiter.set_result(conn)
+                return True
+        return False
 
     async def watch(self, target: str, head: str) -> tuple[int, WatchStream]:
         """A GET of `target` on a connection of its own, once its answer's head came: the status and
@@ -232,11 +236,8 @@ class Pool:
         if conn.closed or not conn.keep_alive:
             conn.transport.close()  # (its connection_lost makes room for a waiter)
             return
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(conn)
-                return
+        if self._hand(conn):
+            return
         conn.idle_since = asyncio.get_running_loop().time()
         self.idle.append(conn)
 
