@@ -198,8 +198,8 @@ class HTTPClient:
         return await self._pool.conns.request(method, path, head, data)
 
     async def start(self) -> None:
-        """Read discovery; connections open as requests need them (the pool is unbounded: every watch
-        holds a connection for its life, and a controller manager runs dozens of informers)."""
+        """Read discovery; connections open as requests need them (transport.Pool: unary requests share
+        at most MAX_CONNS, each watch holds one of its own for its life)."""
         self.index = await self._discover()
         self._rediscovery = asyncio.create_task(self._rediscover())
 

@@ -82,6 +82,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
         self.pool.conns.add(self)
+        self.pool.unary.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self.answer is None or self.answer.done():  # bytes nobody asked for: the connection is unusable
@@ -106,6 +107,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool.conns.discard(self)
+        self.pool.unary.discard(self)
         self.pool.wake_dialer()
         if self.answer is not None and not self.answer.done():
             self.answer.set_exception(aiohttp.ServerDisconnectedError() if exc is None
@@ -125,7 +127,10 @@ class Pool:
         self.prefix = url.path.rstrip("/")
         self.host_line = f"Host: {url.netloc}\r\n"
         self.idle: list[_Connection] = []
-        self.conns: set[_Connection] = set()
+        self.conns: set[_Connection | WatchStream] = set()
+        #: the unary requests' connections, which MAX_CONNS bounds (a watch holds one of its own for its
+        #: life, and a controller manager runs dozens of informers: counted, they would starve requests)
+        self.unary: set[_Connection] = set()
         #: connections being opened, and the requests waiting for a connection (a future's result:
         #: the connection handed over, or None: room to dial)
         self.dialing = 0
@@ -177,7 +182,7 @@ class Pool:
         while True:
             if (got := self._idle()) is not None:
                 return got
-            if len(self.conns) + self.dialing < MAX_CONNS:
+            if len(self.unary) + self.dialing < MAX_CONNS:
                 self.dialing += 1
                 try:
                     return await self._connect(lambda: _Connection(self)), False
@@ -197,7 +202,7 @@ class Pool:
 
     def wake_dialer(self) -> None:
         """Room to dial: the first waiting request is told to try again."""
-        if len(self.conns) + self.dialing < MAX_CONNS:
+        if len(self.unary) + self.dialing < MAX_CONNS:
             self._hand(None)
 
     def _hand(self, conn: _Connection | None) -> bool:

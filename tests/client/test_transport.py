@@ -114,6 +114,20 @@ async def test_a_burst_of_requests_waits_for_the_pools_connections_rather_than_d
         assert server.connections == 3 * MAX_CONNS and server.most_open <= MAX_CONNS
 
 
+async def test_watches_hold_connections_of_their_own_beside_the_bounded_unary_ones():
+    """A controller manager's dozens of informers each keep a watch open: they never take the
+    unary requests' connections."""
+    held = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"  # an answer that stays open
+    async with serving(lambda _n, _m, path: held if "watch=true" in path else ok()) as (server, client):
+        streams = [await configmaps(client).watch("default") for _ in range(MAX_CONNS + 1)]
+        async with asyncio.timeout(10):
+            answers = await asyncio.gather(*(client.request("GET", "/x") for _ in range(3)))
+        assert answers == [{"ok": True}] * 3
+        assert server.connections == MAX_CONNS + 1 + 3
+        for stream in streams:
+            await stream.aclose()
+
+
 async def test_a_kept_alive_connection_the_server_drops_is_retried_only_for_a_replayable_request():
     """Go's net/http: a request the server may have read is sent again only where that is harmless."""
     def first_only(n, _m, _p):
