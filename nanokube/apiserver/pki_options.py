@@ -92,8 +92,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--proxy-client-key-file", default="", metavar="FILE", help="the key of --proxy-client-cert-file")
     g.add_argument("--service-account-key-file", action="append", default=[], metavar="FILE",
                    help="PEM public keys, certificates or private keys (RSA or ECDSA) that verify service account "
-                        "tokens; repeatable (default: the signing key's; with no --service-account-signing-key-file, "
-                        "--tls-private-key-file where it is such a key)")
+                        "tokens; repeatable (required with --service-account-signing-key-file; without it, default: "
+                        "--tls-private-key-file where it is such a key, and the key `up` signs with)")
     g.add_argument("--service-account-signing-key-file", default="", metavar="FILE",
                    help="the private key (RSA: RS256, ECDSA: ES256/384/512) service account tokens are signed with")
     g.add_argument("--service-account-issuer", action="append", default=[], metavar="URL",
@@ -159,6 +159,8 @@ def load(args: argparse.Namespace) -> PKIOptions:
             jwt.algorithm(o.signing_key.public_key())
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"--service-account-signing-key-file: {e}") from None
+        if not args.service_account_key_file:  # (kube-apiserver defaults no verifying key once one signs)
+            raise ValueError("service-account-key-file is a required flag")
     for path in _key_files(args):
         try:
             with open(path, "rb") as f:
@@ -208,7 +210,7 @@ def apply(server, o: PKIOptions, serving: ServingTLS | None) -> None:
     key = o.signing_key or tokens.key
     issuers = o.issuers or (tokens.issuer,)
     # the key `up` made signs where none is given: it verifies too, or no token it signs would
-    verifying = tuple(o.verifying_keys) + (() if o.signing_key and o.verifying_keys else (key.public_key(),))
+    verifying = tuple(o.verifying_keys) + (() if o.signing_key else (key.public_key(),))
     tokens.configure(key, verifying, issuers, o.audiences or (issuers if o.issuers else tokens.audiences))
 
 

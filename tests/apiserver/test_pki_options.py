@@ -31,14 +31,16 @@ from nanokube.pki.jwt import key_id
     (["--service-account-key-file", "{empty}"],
      "--service-account-key-file: {empty}: data does not contain any valid RSA or ECDSA public keys"),
     (["--service-account-signing-key-file", "{ca}"], "--service-account-signing-key-file: "),
+    (["--service-account-signing-key-file", "{key}"], "nanokube: service-account-key-file is a required flag\n"),
     (["--cluster-signing-kubelet-serving-cert-file", "{ca}"], '"cluster-signing-kubelet-serving": cannot specify cert without key'),
     (["--api-workers", "2", "--client-ca-file", "{ca}"], "--api-workers above 1 takes none of --tls-cert-file"),
     (["--client-ca-file", "{empty}"], "nanokube: serving certificates or client CAs: "),
 ])
 def test_a_bad_flag_stops_up_with_its_line(flags, said, tmp_path, capsys):
     (tmp_path / "empty.pem").write_text("")
-    (tmp_path / "ca.crt").write_bytes(new_ca().cert_pem)
-    paths = {"empty": str(tmp_path / "empty.pem"), "ca": str(tmp_path / "ca.crt")}
+    (tmp_path / "ca.crt").write_bytes((ca := new_ca()).cert_pem)
+    (tmp_path / "ca.key").write_bytes(ca.key_pem)
+    paths = {"empty": str(tmp_path / "empty.pem"), "ca": str(tmp_path / "ca.crt"), "key": str(tmp_path / "ca.key")}
     argv = ["up", "--data-dir", str(tmp_path / "d"), "--store", "memory", *(f.format(**paths) for f in flags)]
     assert main(argv) == 2
     assert said.format(**paths) in capsys.readouterr().err
@@ -105,11 +107,14 @@ def test_service_account_keys_default_to_the_tls_key_and_audiences_to_the_issuer
                         "--service-account-issuer", "https://a", "--service-account-issuer", "https://b")
     assert set(tokens.verifying) == {key_id(tls_key), tokens.kid}  # (and `up`'s own key, which signs)
     assert tokens.audiences == ("https://a", "https://b")
-    signing = ec.generate_private_key(ec.SECP256R1())  # given, it verifies: the TLS key is no default then
+    signing = ec.generate_private_key(ec.SECP256R1())  # given, the key files verify: the TLS key is no default then
     (tmp_path / "sa.key").write_bytes(signing.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                             serialization.NoEncryption()))
+    (tmp_path / "sa.pub").write_bytes(signing.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                        serialization.PublicFormat.SubjectPublicKeyInfo))
     tokens = configured("--tls-private-key-file", str(tmp_path / "tls.key"), "--tls-cert-file", "x.crt",
-                        "--service-account-signing-key-file", str(tmp_path / "sa.key"), "--api-audiences", "x,y")
+                        "--service-account-signing-key-file", str(tmp_path / "sa.key"),
+                        "--service-account-key-file", str(tmp_path / "sa.pub"), "--api-audiences", "x,y")
     assert (set(tokens.verifying), tokens.audiences) == ({key_id(signing.public_key())}, ("x", "y"))
     tokens = configured("--tls-private-key-file", str(tmp_path / "ec.key"), "--tls-cert-file", "x.crt")
     assert set(tokens.verifying) == {tokens.kid}

@@ -29,7 +29,8 @@ def c(store_url, tmp_path_factory):
     key.write_bytes(rsa.generate_private_key(65537, 2048).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     with running_cluster("api-workers-admission", ("--api-workers", "2", "--service-account-signing-key-file",
-                                                   str(key), "--service-account-issuer", ISSUER),
+                                                   str(key), "--service-account-key-file", str(key),
+                                                   "--service-account-issuer", ISSUER),
                          store=store_url) as cluster:
         yield cluster
 
