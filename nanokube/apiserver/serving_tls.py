@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.serialization import Encoding
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +83,10 @@ class ServingTLS:
                                    *(p for c in self.sni for p in (c.cert, c.key))) if isinstance(s, str)]
         self._seen: tuple = ()
         self._checked = float("-inf")
-        #: the CAs of users' and of front proxies' certificates, and their subjects
-        self.client_cas: list[x509.Certificate] = []
-        self.requestheader_cas: list[x509.Certificate] = []
+        #: the CAs of users' and of front proxies' certificates (DER), and the users' CAs' subjects
+        self.client_ders: frozenset[bytes] = frozenset()
+        self.requestheader_ders: frozenset[bytes] = frozenset()
         self.client_issuers: frozenset[x509.Name] = frozenset()
-        self.requestheader_issuers: frozenset[x509.Name] = frozenset()
         self.client_ca_pem = self.requestheader_ca_pem = b""
         self._default: ssl.SSLContext | None = None
         self._by_name: list[tuple[str, ssl.SSLContext]] = []
@@ -124,9 +123,9 @@ class ServingTLS:
             ctx = _context(cert, _read(c.key), trust)
             by_name += [(n.lower(), ctx) for n in c.names or names_of(cert)]
         self._default, self._by_name = default, by_name
-        self.client_cas, self.requestheader_cas = clients, proxies
+        self.client_ders = frozenset(c.public_bytes(Encoding.DER) for c in clients)
+        self.requestheader_ders = frozenset(c.public_bytes(Encoding.DER) for c in proxies)
         self.client_issuers = frozenset(c.subject for c in clients)
-        self.requestheader_issuers = frozenset(c.subject for c in proxies)
         self.client_ca_pem, self.requestheader_ca_pem = client_ca, requestheader_ca
 
     def watches_files(self) -> bool:
@@ -159,37 +158,26 @@ class ServingTLS:
             conn.context = ctx
 
 
-def peer_certificate(transport) -> x509.Certificate | None:
-    """A connection's (verified) client certificate."""
+def verified_chain(transport) -> list[bytes]:
+    """A connection's client certificate chain as the handshake verified it (DER, the leaf first,
+    then the intermediates the client sent, up to the CA of ours it ends in); [] without one.
+    (Python 3.13 names the call; 3.11's SSLObject has it on the object it wraps.)"""
     obj = transport.get_extra_info("ssl_object") if transport else None
-    der = obj.getpeercert(True) if obj is not None else None
-    return x509.load_der_x509_certificate(der) if der else None
+    if obj is None:
+        return []
+    chain = (getattr(obj, "get_verified_chain", None) or obj._sslobj.get_verified_chain)()
+    return [c.public_bytes(ssl._ssl.ENCODING_DER) for c in chain] if chain else []
 
 
-def _signed(cert: x509.Certificate, cas: list[x509.Certificate]) -> bool:
-    for ca in cas:
-        try:
-            cert.verify_directly_issued_by(ca)
-            return True
-        except (ValueError, TypeError, InvalidSignature):
-            continue
-    return False
-
-
-def signed_by(tls: ServingTLS, cert: x509.Certificate | None) -> tuple[bool, bool]:
-    """(whether a front proxies' CA issued `cert`, whether a users' CA did). The handshake verified
-    its chain against both sets together, so where only one set has a CA of its issuer's name, that
-    set's CA signed it; where both have one (an operator's two CAs both named `kubernetes`), the
-    signature tells (~0.3 ms): by the name alone, the front proxy CA's certificates would be users,
-    system:masters among them, which upstream's x509 authenticator, verifying against the client
-    CAs alone, refuses."""
-    if cert is None:
-        return False, False
-    proxies = [ca for ca in tls.requestheader_cas if ca.subject == cert.issuer]
-    users = [ca for ca in tls.client_cas if ca.subject == cert.issuer]
-    if proxies and users:
-        return _signed(cert, proxies), _signed(cert, users)
-    return bool(proxies), bool(users)
+def signed_by(tls: ServingTLS, chain: list[bytes]) -> tuple[bool, bool]:
+    """(whether a front proxies' CA anchors the verified `chain`, whether a users' CA does): the
+    handshake verified it against both sets together, building the path as Go's x509 does (through
+    the intermediates the client sent; any certificate of a CA file an anchor, an intermediate
+    too), so each set's verdict is whether the path passes through one of its certificates. Not by
+    names: two operator CAs both named `kubernetes` would make the front proxy CA's certificates
+    users, system:masters among them, which upstream's x509 authenticator, verifying against the
+    client CAs alone, refuses."""
+    return (any(der in tls.requestheader_ders for der in chain), any(der in tls.client_ders for der in chain))
 
 
 def _context(cert_pem: bytes, key_pem: bytes, trust: bytes) -> ssl.SSLContext:
@@ -204,5 +192,10 @@ def _context(cert_pem: bytes, key_pem: bytes, trust: bytes) -> ssl.SSLContext:
             f.write(key_pem)
         ctx.load_cert_chain(cert, key)
     ctx.load_verify_locations(cadata=trust.decode())
+    ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # (every CA file certificate an anchor, as in Go's pools)
     ctx.verify_mode = ssl.CERT_OPTIONAL
+    # no session resumption: a resumed connection has no verified chain to tell whose CA anchors its
+    # client certificate (verified_chain); client-go keeps no session cache, so it resumes none anyway
+    ctx.options |= ssl.OP_NO_TICKET
+    ctx.num_tickets = 0
     return ctx

@@ -35,14 +35,15 @@ def _key_pem(key) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
-def new_ca(common_name: str = "nanokube-ca", days: int = 3650) -> KeyPair:
+def new_ca(common_name: str = "nanokube-ca", days: int = 3650, parent: KeyPair | None = None) -> KeyPair:
+    """A self-signed CA, or with `parent` an intermediate CA it signs."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = _dt.datetime.now(_dt.UTC)
-    cert = (
+    b = (
         x509.CertificateBuilder()
         .subject_name(name)
-        .issuer_name(name)
+        .issuer_name(parent.cert.subject if parent else name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _dt.timedelta(minutes=5))
@@ -52,9 +53,20 @@ def new_ca(common_name: str = "nanokube-ca", days: int = 3650) -> KeyPair:
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
     )
+    cert = _with_authority_key_id(b, parent).sign(parent.key if parent else key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def _with_authority_key_id(b: x509.CertificateBuilder, issuer: KeyPair | None) -> x509.CertificateBuilder:
+    """The issuer's key identifier, as Go's x509 writes it: a verifier tells apart two CAs of one
+    name by it."""
+    try:
+        ski = issuer.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value if issuer else None
+    except x509.ExtensionNotFound:
+        ski = None
+    return b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False) \
+        if ski else b
 
 
 def issue(
@@ -88,7 +100,7 @@ def issue(
     sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
     if sans:
         b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = b.sign(ca.key, hashes.SHA256())
+    cert = _with_authority_key_id(b, ca).sign(ca.key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 

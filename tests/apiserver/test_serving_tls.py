@@ -86,3 +86,14 @@ def test_rotated_files_are_served_to_new_connections(tmp_path):
     assert served == der(second.cert_pem) and peer["subject"] == ((("commonName", "bob"),),)
     assert tls.client_ca_pem == other_ca.cert_pem
     assert _handshake(tls, tmp_path, alice)[1] is None  # the CA taken out of the file verifies no one
+
+
+def test_a_ca_file_of_an_intermediate_alone_verifies_its_certificates(tmp_path):
+    """Every certificate of a CA file is an anchor, as in Go's x509 pools: an intermediate CA
+    without its root verifies the certificates it issued (and not its root's own)."""
+    root = new_ca("root")
+    mid = new_ca("intermediate", parent=root)
+    server = issue(root, "server", server=True)
+    tls = ServingTLS((server.cert_pem, server.key_pem), mid.cert_pem, new_ca("front").cert_pem)
+    assert _handshake(tls, tmp_path, issue(mid, "carol", client=True))[1]["subject"] == ((("commonName", "carol"),),)
+    assert _handshake(tls, tmp_path, issue(root, "dan", client=True))[1] is None

@@ -42,7 +42,7 @@ def _serving(ca: KeyPair) -> KeyPair:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("operator-pki")
-    ca, front_ca = new_ca("operator-ca"), new_ca("operator-front-proxy-ca")
+    ca, front_ca = new_ca("operator-ca"), new_ca("operator-ca")  # (one name: only the CA that signed tells)
     serving, sni = _serving(ca), issue(ca, "sni", dns_names=("api.example.test",), server=True)
     sa = rsa.generate_private_key(65537, 2048)
     files = {"dir": d, "ca": ca, "front_ca": front_ca, "sa": sa, "serving": serving, "sni": sni}
@@ -140,6 +140,20 @@ def test_a_front_proxy_of_the_given_request_header_ca_vouches_for_its_user(clust
     other = issue(pki["front_ca"], "someone-else", client=True)  # not an allowed name
     refused = _call(cluster, pki, "/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW, other,
                     {"X-Remote-User": "bob"})
+    assert (refused["code"], refused["reason"]) == (401, "Unauthorized")
+
+
+def test_client_certificates_are_verified_through_their_chain_as_go_verifies_them(cluster, pki):
+    """A user of an intermediate CA the client sends after its certificate is the client CA's; the
+    front proxy CA, of the client CA's very name, makes no user (system:masters or not)."""
+    mid = new_ca("operator-intermediate", parent=pki["ca"])
+    erin = issue(mid, "erin", organizations=("devs",), client=True)
+    review = _call(cluster, pki, "/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW,
+                   KeyPair(erin.cert_pem + mid.cert_pem, erin.key_pem))
+    assert (review["status"]["userInfo"]["username"], review["status"]["userInfo"]["groups"]) == (
+        "erin", ["devs", "system:authenticated"])
+    mallory = issue(pki["front_ca"], "mallory", organizations=("system:masters",), client=True)
+    refused = _call(cluster, pki, "/apis/authentication.k8s.io/v1/selfsubjectreviews", REVIEW, mallory)
     assert (refused["code"], refused["reason"]) == (401, "Unauthorized")
 
 

@@ -30,17 +30,26 @@ def test_the_flags_name_the_headers_and_no_allowed_name_allows_any():
     assert (u.name, u.groups, u.uid, u.extra) == ("bob", ("g", "system:authenticated"), "", {"scope": ["s"]})
 
 
-class _Transport:
-    """A TLS transport's view of the client certificate it verified (its DER, as ssl gives it)."""
-
+class _Cert:
     def __init__(self, pem: bytes) -> None:
         self.der = ssl.PEM_cert_to_DER_cert(pem.decode())
+
+    def public_bytes(self, _encoding) -> bytes:
+        return self.der
+
+
+class _Transport:
+    """A TLS transport's view of the client certificate chain it verified (leaf first, up to the
+    CA of ours it ends in, each certificate as ssl gives it)."""
+
+    def __init__(self, *pems: bytes) -> None:
+        self.chain = [_Cert(p) for p in pems]
 
     def get_extra_info(self, name):
         return self if name == "ssl_object" else None
 
-    def getpeercert(self, binary_form=False):
-        return self.der
+    def get_verified_chain(self):
+        return self.chain
 
 
 def test_a_connections_certificate_is_judged_by_its_issuer_once(tmp_path):
@@ -52,11 +61,11 @@ def test_a_connections_certificate_is_judged_by_its_issuer_once(tmp_path):
     front_ca = ensure_front_proxy(pki.dir)[0]
     alice_pem = issue(pki.ca, "alice", organizations=("devs",), client=True).cert_pem
     alice = {"subject": ((("commonName", "alice"),), (("organizationName", "devs"),))}
-    front, user = server._cert_identity(alice, _Transport(alice_pem))
+    front, user = server._cert_identity(alice, _Transport(alice_pem, pki.ca.cert_pem))
     assert not front and user.name == "alice" and user.groups == ("devs", "system:authenticated")
     assert server._cert_identity(alice, None)[1] is user  # (the connection's, not judged again)
     proxy = issue(front_ca, "front-proxy-client", client=True).cert_pem
-    assert server._cert_identity(FRONT, _Transport(proxy)) == (True, None)  # a front proxy is no user of its own
+    assert server._cert_identity(FRONT, _Transport(proxy, front_ca.cert_pem)) == (True, None)  # a front proxy is no user of its own
     stranger = issue(new_ca("other-ca"), "mallory", client=True).cert_pem  # (TLS would not have verified it)
     assert server._cert_identity({"subject": ((("commonName", "mallory"),),)}, _Transport(stranger)) == (False, None)
     assert server._cert_identity(None, None) == (False, None)
@@ -64,8 +73,8 @@ def test_a_connections_certificate_is_judged_by_its_issuer_once(tmp_path):
 
 def test_a_front_proxy_ca_named_as_the_client_ca_makes_no_users(tmp_path):
     """An operator's client CA and request-header CA may share a subject (both `kubernetes`): the
-    handshake verified the certificate against both, so its signature, not its issuer's name, says
-    which CA it is of. A certificate of the front-proxy CA is no user (system:masters least of all),
+    handshake verified the certificate against both, so the CA its verified chain ends in, not its
+    issuer's name, says which set it is of. A certificate of the front-proxy CA is no user (system:masters least of all),
     as upstream's x509 authenticator verifies against the client CAs alone; the client CA's are."""
     from nanokube.apiserver.app import APIServer
     from nanokube.apiserver.serving_tls import ServingTLS
@@ -77,8 +86,8 @@ def test_a_front_proxy_ca_named_as_the_client_ca_makes_no_users(tmp_path):
     server.tls = ServingTLS((pki.server.cert_pem, pki.server.key_pem), users_ca.cert_pem, proxies_ca.cert_pem)
     masters = {"subject": ((("commonName", "front-proxy-client"),), (("organizationName", "system:masters"),))}
     forged = issue(proxies_ca, "front-proxy-client", organizations=("system:masters",), client=True).cert_pem
-    assert server._cert_identity(masters, _Transport(forged)) == (True, None)  # the front proxy's, no user
+    assert server._cert_identity(masters, _Transport(forged, proxies_ca.cert_pem)) == (True, None)  # the front proxy's, no user
     real = dict(masters)  # (another connection's certificate: judged on its own)
     admin = issue(users_ca, "front-proxy-client", organizations=("system:masters",), client=True).cert_pem
-    front, user = server._cert_identity(real, _Transport(admin))
+    front, user = server._cert_identity(real, _Transport(admin, users_ca.cert_pem))
     assert not front and (user.name, user.groups) == ("front-proxy-client", ("system:masters", "system:authenticated"))
