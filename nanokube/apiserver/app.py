@@ -47,7 +47,7 @@ from . import componentstatus, controlplane, discovery, expect, healthz, serving
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
-from .serving_tls import ServingTLS, peer_certificate, signed_by
+from .serving_tls import ServingTLS, signed_by, verified_chain
 from .http_errors import StatusAppRunner, http_exceptions, internal_error, status_response
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
@@ -641,7 +641,7 @@ class APIServer:
         if known is None or known[0] is not cert:
             if len(self._certs) >= 4096:
                 self._certs.clear()
-            proxy, client = signed_by(self.serving_tls(), peer_certificate(transport))
+            proxy, client = signed_by(self.serving_tls(), verified_chain(transport))
             known = self._certs[id(cert)] = (cert, proxy and self.requestheader.allows(cert),
                                              user_from_cert(cert) if client else None)
         return known[1], known[2]
