@@ -1,7 +1,8 @@
 """The busybox applets a simulated container runs on its files (simulated_fs), for
 simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`,
-`tar` (real archives through tarfile, as `kubectl cp` sends and reads them), `wc`,
-`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv`, `hostname`, `readlink`, `stat -c`, and `dd` and `fallocate`
+`tar` (real archives through tarfile, as `kubectl cp` sends and reads them, links as links), `wc`,
+`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv`, `ln -s`, `hostname`, `readlink`, `stat -c`, and `dd` and
+`fallocate`
 (which write zeros that take no memory: a container filling its disk), their output and errors worded as
 busybox's, and `tty` and `stty size`, which read the command's terminal (`Terminal`), if it has one. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
@@ -247,7 +248,7 @@ def _rm(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     flags, paths = _flags(args, "rRf")
     status = 0
     for path in paths:
-        node = fs.lookup(path)
+        node = fs.lookup(path, follow=False)
         if node is None:
             if "f" not in flags:
                 run.err(f"rm: can't remove '{path}': {NOT_FOUND}\n")
@@ -423,19 +424,29 @@ def _tar(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             if not warned:
                 run.err("tar: removing leading '/' from member names\n")
                 warned = True
-        target = fs.normal(rel, base)
+        target, mtime = fs.normal(rel, base), None if opts.touch else member.mtime
         try:
             if member.isdir():
                 fs.mkdir(target, parents=True)
-            elif member.isfile():
+            elif member.isfile() or member.issym():
                 fs.mkdir(os.path.dirname(target), parents=True)
-                content = archive.extractfile(member).read()
-                fs.write(target, content, mode=member.mode & 0o7777, mtime=None if opts.touch else member.mtime)
+                if not isinstance(fs.lookup(target, follow=False), Dir | None) and (
+                        member.issym() or fs.link(target) is not None):
+                    fs.remove(target)  # (a link, or a file where a link comes, is replaced: not written through)
+                if member.isfile():
+                    fs.write(target, archive.extractfile(member).read(), mode=member.mode & 0o7777, mtime=mtime)
             else:
-                run.err(f"tar: {member.name}: nanokube's simulated files hold no links or devices: skipped\n")
+                run.err(f"tar: {member.name}: nanokube's simulated files hold no hard links or devices: skipped\n")
         except FsError as e:
             run.err(f"tar: can't open '{rel}': {e.reason}\n")
             status = 1
+            continue
+        if member.issym():  # its target as the archive names it, unchecked: it may lead nowhere (yet)
+            try:
+                fs.symlink(target, member.linkname, mtime=mtime)
+            except FsError as e:
+                run.err(f"tar: can't create symlink '{rel}' to '{member.linkname}': {e.reason}\n")
+                status = 1
     return status
 
 
@@ -449,7 +460,7 @@ def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> 
     failed, warned = False, False
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as archive:
         for path in opts.names:
-            node = fs.lookup(fs.normal(path, base))
+            node = fs.lookup(fs.normal(path, base), follow=False)
             if node is None:
                 run.err(f"tar: {path}: {NOT_FOUND}\n")
                 failed = True
@@ -475,9 +486,10 @@ def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> 
 
 
 def _tar_add(archive: tarfile.TarFile, fs: ContainerFS, path: str, member: str, verbose) -> None:
-    """`path` as `member`, and what a directory holds, through the mounts below it; a link (a
-    ConfigMap's file, its `..data`) as a link, as tar keeps one without -h."""
-    node = fs.lookup(path)
+    """`path` as `member`, and what a directory holds, through the mounts below it; a link (one
+    made with `ln -s`, a ConfigMap's file, its `..data`) as a link, its own time, as tar keeps one
+    without -h, whether or not its target is there."""
+    node = fs.lookup(path, follow=False)
     info = tarfile.TarInfo(member)
     info.mode, info.mtime = node.mode, int(node.mtime)
     info.uname = info.gname = "root"
@@ -683,18 +695,19 @@ def _fallocate(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int
     return 0
 
 
-def _copy(fs: ContainerFS, source: str, target: str, keep: bool) -> None:
+def _copy(fs: ContainerFS, source: str, target: str, keep: bool, links: bool) -> None:
     """`source` (a file, or a directory and all below it) copied to `target` (kept: its mode and time).
-    A link below it (a ConfigMap's) cannot be made in memory: a file's is copied as its file, a
-    directory's (`..data`) left out, its files being copied from the directory it points to."""
+    A link (one made with `ln -s`, a ConfigMap's and its `..data`) is copied as a link where `links`
+    (busybox's cp -R and -a, and mv), else followed; one below a directory always as a link."""
+    if links and (link := fs.link(source)) is not None:
+        fs.symlink(target, link, mtime=fs.lookup(source, follow=False).mtime if keep else None)
+        return
     node = fs.lookup(source)
     if isinstance(node, Dir):
         if fs.lookup(target) is None:
             fs.mkdir(target, mode=node.mode & 0o7777 if keep else 0o755)
         for child in fs.listdir(source):
-            inner = fs.lookup(path := posixpath.join(source, child))
-            if not (isinstance(inner, Dir) and inner.link is not None):
-                _copy(fs, path, posixpath.join(target, child), keep)
+            _copy(fs, posixpath.join(source, child), posixpath.join(target, child), keep, True)
         return
     fs.write(target, node.data, mode=node.mode & 0o7777, mtime=node.mtime if keep else None)
 
@@ -710,8 +723,9 @@ def _cp_mv(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         run.err(f"{name}: '{dest}' is not a directory\n")
         return 1
     status = 0
+    links = name == "mv" or bool(flags & set("rRa"))
     for source in sources:
-        node = fs.lookup(source)
+        node = fs.lookup(source, follow=not links)
         target = fs.normal(posixpath.join(dest, posixpath.basename(source.rstrip("/")))) if into else fs.normal(dest)
         if node is None:
             run.err(f"cp: can't stat '{source}': {NOT_FOUND}\n" if name == "cp"
@@ -728,11 +742,39 @@ def _cp_mv(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             status = 1
             continue
         try:
-            _copy(fs, fs.normal(source), target, keep=name == "mv" or bool(flags & set("ap")))
+            _copy(fs, fs.normal(source), target, name == "mv" or bool(flags & set("ap")), links)
             if name == "mv":
                 fs.remove(source, recursive=True)
         except FsError as e:
             run.err(f"{name}: can't create '{target}': {e.reason}\n")
+            status = 1
+    return status
+
+
+def _ln(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox ln -s [-fn] TARGET... LINK|DIR: a symbolic link to each TARGET, named LINK, or in DIR
+    (the last operand a directory, not a link to one with -n) under TARGET's last name, in the
+    working directory where only TARGET is given; -f replaces what is there (not a directory).
+    Hard links (no -s) are not simulated."""
+    flags, paths = _flags(args, "sfn")
+    if "s" not in flags or not paths:
+        raise Unknown
+    if len(paths) == 1:
+        paths.append(".")
+    *targets, dest = paths
+    into = isinstance(fs.lookup(dest, follow="n" not in flags), Dir)
+    if len(targets) > 1 and not into:
+        run.err(f"ln: '{dest}' is not a directory\n")
+        return 1
+    status = 0
+    for target in targets:
+        link = posixpath.join(dest, posixpath.basename(target.rstrip("/"))) if into else dest
+        try:
+            if "f" in flags and not isinstance(fs.lookup(link, follow=False), Dir | None):
+                fs.remove(link)
+            fs.symlink(link, target)
+        except FsError as e:
+            run.err(f"ln: can't create symlink '{link}' to '{target}': {e.reason}\n")
             status = 1
     return status
 
@@ -939,4 +981,4 @@ APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
     "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
     "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee, "cp": _cp_mv, "mv": _cp_mv, "dd": _dd,
-    "fallocate": _fallocate, "readlink": _readlink, "stat": _stat}
+    "fallocate": _fallocate, "readlink": _readlink, "stat": _stat, "ln": _ln}

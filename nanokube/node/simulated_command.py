@@ -51,7 +51,7 @@ interactive shell see), the commands `kubectl cp` and people use on files
 run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
-`md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
+`md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `ln -s [-fn]`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, `readlink [-f]`, `stat -c`,
 `timeout SECONDS PROGRAM`, `dd` (if=, of=, bs=, count=,
 status=) and `fallocate [-o N] -l N` (zeros that take no memory, to fill a volume or the

@@ -29,6 +29,9 @@ container sees its own cgroup (cgroup v2 in a namespace of its own) at
 /sys/fs/cgroup, read-only, with its limits and the usage `kubectl top` shows
 (memory.current, cpu.stat), and as its /proc/self/cgroup (its cgroup
 namespace's root).
+A symbolic link (`ln -s`, one `kubectl cp` brings in a tar archive) is a File with its
+`link` set in an in-memory tree, followed as the kernel follows one (`ContainerFS._find`), or
+a real link in a volume on the node.
 Nothing here touches the node's disk but those volumes' directories, and a
 link there that leads out of its volume is not followed.
 """
@@ -41,6 +44,7 @@ import os
 import posixpath
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..clock import parse_time
@@ -75,6 +79,9 @@ EXISTS = "File exists"
 READ_ONLY = "Read-only file system"
 NOT_EMPTY = "Directory not empty"
 NO_SPACE = "No space left on device"
+LOOP = "Too many levels of symbolic links"
+#: the links a path's walk follows before it fails with ELOOP (Linux's MAXSYMLINKS)
+MAX_LINKS = 40
 #: a tmpfs's page: what a file's data takes of its size, in whole pages (its directories take none)
 PAGE = 4096
 
@@ -338,16 +345,43 @@ class ContainerFS:
         view.pod, view.container, view.journal, view.within = self.pod, self.container, self.journal, self._outer(path)
         return view
 
-    def lookup(self, path: str) -> File | Dir | None:
-        mount, parts = self._mount(self.normal(path))
+    def lookup(self, path: str, follow: bool = True) -> File | Dir | None:
+        """What is at `path`: through the links on its way, its own too where `follow` (stat(2); not:
+        lstat(2), a link itself, its `link` its target). One reached through its own link is its
+        target's with the link's owner, time and `link` (as the links of a volume the kubelet wrote);
+        None where nothing is there, or the links loop."""
+        try:
+            return self._find(self.normal(path), follow)[1]
+        except FsError:
+            return None
+
+    def _find(self, path: str, follow: bool, hops: int = 0, nodes: bool = True) -> tuple[str, File | Dir | None]:
+        """Normal `path` walked as the kernel walks it, through the links made in memory (`symlink`;
+        the last part's only where `follow`): the path it leads to and (where `nodes`) what is there.
+        A volume the kubelet wrote follows its own links (`_host_node`). Past MAX_LINKS links: ELOOP."""
+        mount, parts = self._mount(path)
         if mount is not None and mount.host is not None:
-            return _host_node(mount, parts)
+            return path, _host_node(mount, parts, follow) if nodes else None
         node: File | Dir | None = mount.tree if mount else self.root
-        for part in parts:
+        for i, part in enumerate(parts):
             if not isinstance(node, Dir):
-                return None
+                return path, None
             node = node.entries.get(part)
-        return node
+            if type(node) is File and node.link is not None and (follow or i < len(parts) - 1):  # (a link)
+                if hops == MAX_LINKS:
+                    raise FsError(LOOP)
+                here = posixpath.join(mount.path if mount else "/", *parts[:i])
+                real, found = self._find(posixpath.normpath(posixpath.join(here, node.link, *parts[i + 1:])), follow,
+                                         hops + 1, nodes)
+                if i == len(parts) - 1 and found is not None:
+                    found = replace(found, link=node.link, mtime=node.mtime, uid=node.uid, gid=node.gid)
+                return real, found
+        return path, node
+
+    def _real(self, path: str, follow: bool) -> str:
+        """`path` normalised, through the links made in memory on its way (its own where `follow`):
+        where a change to it is made (a link's target, made where it is missing)."""
+        return self._find(self.normal(path), follow, nodes=False)[0]
 
     def resolved(self, path: str) -> str | None:
         """`path` as `readlink -f` gives it: absolute, normalised, and through the links of a volume the
@@ -355,6 +389,10 @@ class ContainerFS:
         None where a directory on the way is not there."""
         path = self.normal(path)
         if not isinstance(self.lookup(posixpath.dirname(path)), Dir):
+            return None
+        try:
+            path = self._real(path, follow=True)
+        except FsError:
             return None
         mount, parts = self._mount(path)
         if mount is None or mount.host is None:
@@ -364,16 +402,25 @@ class ContainerFS:
         return path if outside else posixpath.normpath(posixpath.join(mount.path, rel))
 
     def link(self, path: str) -> str | None:
-        """What the link at `path` points to (`readlink`), None where it is no link: only a volume the
-        kubelet wrote has any."""
-        mount, parts = self._mount(self.normal(path))
-        if mount is None or mount.host is None or not parts:
-            return None
-        real = os.path.join(mount.host, *parts)
-        return os.readlink(real) if os.path.islink(real) else None
+        """What the link at `path` points to (`readlink`), None where it is no link."""
+        node = self.lookup(path, follow=False)
+        return node.link if node is not None else None
+
+    def symlink(self, path: str, target: str, mtime: float | None = None) -> None:
+        """Make a symbolic link at `path` to `target` (`ln -s`, tar's): in memory, or on the node in a
+        volume there (where a target out of the volume leads nowhere: `_host_node`)."""
+
+        def on_node(real: str) -> None:
+            os.symlink(target, real)
+            if mtime is not None:
+                os.utime(real, (mtime, mtime), follow_symlinks=False)
+
+        self._make(self._real(path, follow=False), on_node, lambda parent, uid, gid: File(
+            mode=0o777, mtime=self.now if mtime is None else mtime, uid=uid, gid=gid, link=target),
+            "symlink", target, mtime=mtime)
 
     def read(self, path: str) -> bytes:
-        node = self.lookup(path)
+        node = self._find(self.normal(path), True)[1]  # (links that loop: ELOOP)
         if node is None:
             raise FsError(NOT_FOUND)
         if isinstance(node, Dir):
@@ -423,8 +470,9 @@ class ContainerFS:
 
     def write(self, path: str, data: bytes, append: bool = False, mode: int | None = None,
               mtime: float | None = None) -> None:
-        """Create or replace (or add to) a regular file."""
-        mount, parts = self._mount(self.normal(path))
+        """Create or replace (or add to) a regular file (a link's target: made where it is missing)."""
+        path = self._real(path, follow=True)
+        mount, parts = self._mount(path)
         if mount is not None and not parts and not isinstance(self.lookup(path), Dir | None):
             return self._write_mounted_file(mount, path, data, append, mode, mtime)
         real = self._on_node(path)
@@ -486,7 +534,7 @@ class ContainerFS:
             node.mode = mode
 
     def mkdir(self, path: str, parents: bool = False, mode: int = 0o755) -> None:
-        path = self.normal(path)
+        path = self._real(path, follow=False)
         if parents:
             for i, part in enumerate(path.split("/")[1:], 1):
                 sub = "/" + "/".join(path.split("/")[1:i + 1])
@@ -496,21 +544,27 @@ class ContainerFS:
                 elif not isinstance(node, Dir):
                     raise FsError(NOT_DIR if sub != path else EXISTS)
             return
+        self._make(path, lambda real: os.mkdir(real, mode), lambda parent, uid, gid: Dir(
+            mode=mode | parent.mode & 0o2000, mtime=self.now, uid=uid, gid=gid), "mkdir", mode=mode)
+
+    def _make(self, path: str, on_node: Callable[[str], None], made: Callable[[Dir, int, int], File | Dir],
+              change: str, *args, **kwargs) -> None:
+        """Make what is new at normal `path` (not there yet): `on_node` at its path on the node in a
+        volume there, else `made` in its parent directory (given it and the new owner's ids), kept as
+        `change` with its arguments (`_done`)."""
         real = self._on_node(path)
         if real is not None:
             if os.path.lexists(real):
                 raise FsError(EXISTS)
             with _os_error():
-                os.mkdir(real, mode)
-            self._done("mkdir", path, mode=mode)
-            return
-        parent, name = self._parent(path)
-        if name in parent.entries:
-            raise FsError(EXISTS)
-        uid, gid = self._owner(parent)
-        parent.entries[name] = Dir(mode=mode | parent.mode & 0o2000, mtime=self.now, uid=uid, gid=gid)
-        parent.mtime = self.now
-        self._done("mkdir", path, mode=mode)
+                on_node(real)
+        else:
+            parent, name = self._parent(path)
+            if name in parent.entries:
+                raise FsError(EXISTS)
+            parent.entries[name] = made(parent, *self._owner(parent))
+            parent.mtime = self.now
+        self._done(change, path, *args, **kwargs)
 
     def _owner(self, parent: Dir) -> tuple[int, int]:
         """Who a file or directory made in `parent` belongs to: the container's user and group or,
@@ -519,7 +573,9 @@ class ContainerFS:
         return uid, parent.gid if parent.mode & 0o2000 else gid
 
     def remove(self, path: str, recursive: bool = False) -> None:
-        node = self.lookup(path)
+        """Remove a file, a link (not its target) or a directory (with what it holds where `recursive`)."""
+        path = self._real(path, follow=False)
+        node = self.lookup(path, follow=False)
         if node is None:
             raise FsError(NOT_FOUND)
         if isinstance(node, Dir) and node.entries and not recursive:
@@ -624,15 +680,21 @@ def _make_sub(root: str, sub: list[str]) -> None:
         os.makedirs(where, mode=0o755, exist_ok=True)
 
 
-def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:
+def _host_node(mount: _Mount, parts: list[str], follow: bool = True) -> File | Dir | None:
     """A copy of what the kubelet wrote at `parts` below a mount of its volume, with its owners:
     its links followed only while they stay in the volume, the last one's target kept (`link`;
     an AtomicWriter volume's files are links through its `..data` link to its timestamped
-    directory, all three listed as `ls -a` lists them)."""
+    directory, all three listed as `ls -a` lists them); the last one itself where not `follow`."""
     root = os.path.realpath(mount.root or "")
     here = os.path.join(mount.host or "", *parts)
+    if not follow and parts and os.path.islink(here):
+        if not _within(os.path.realpath(os.path.dirname(here)), root):
+            return None
+        own = os.lstat(here)
+        uid, gid = (0, mount.group or 0) if mount.kind in WRITTEN_BY_KUBELET else (own.st_uid, own.st_gid)
+        return File(mode=0o777, mtime=own.st_mtime, uid=uid, gid=gid, link=os.readlink(here))
     real = os.path.realpath(here)
-    if real != root and not real.startswith(root + os.sep):
+    if not _within(real, root):
         return None
     try:
         st = os.stat(real)
@@ -650,6 +712,10 @@ def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:
                    mode=mode, mtime=own.st_mtime, uid=uid, gid=gid, link=link)
     with open(real, "rb") as f:
         return File(f.read(), mode=mode, mtime=own.st_mtime, uid=uid, gid=gid, link=link)
+
+
+def _within(real: str, root: str) -> bool:
+    return real == root or real.startswith(root + os.sep)
 
 
 def _write_real(real: str, data: bytes, append: bool, mode: int | None, mtime: float | None) -> None:

@@ -74,6 +74,27 @@ def test_cp_a_directory_in_and_out(pod, tmp_path):
     assert _exec(pod, "cat", "/shared/site/index.html", container="side").stdout == "<h1>hi</h1>\n"
 
 
+def test_cp_carries_links_as_links_both_ways(pod, tmp_path):
+    """Into the pod, kubectl's archive holds a local link as a link and tar there makes it (a dangling
+    one too); out of it, tar archives a link as a link, which kubectl then skips with its warning."""
+    src = tmp_path / "release"
+    (src / "v1").mkdir(parents=True)
+    (src / "v1" / "app.txt").write_text("one\n")
+    os.symlink("v1", src / "current")
+    os.symlink("/opt/gone", src / "old")
+    pod.kubectl("cp", str(src), "files:/data/release", "-c", "main")
+    r = _exec(pod, "sh", "-c", "readlink /data/release/current; readlink /data/release/old; "
+                               "cat /data/release/current/app.txt; ls -l /data/release")
+    assert r.stdout.startswith("v1\n/opt/gone\none\ntotal "), r.stderr
+    assert " current -> v1\n" in r.stdout and " old -> /opt/gone\n" in r.stdout
+    assert _exec(pod, "sh", "-c", "ln -s current/app.txt /data/release/app").returncode == 0
+    out = tmp_path / "back"
+    r = pod.kubectl("cp", "files:/data/release", str(out), "-c", "main")
+    warned = sorted(line.split(" (consider")[0] for line in r.stderr.splitlines() if line.startswith("warning:"))
+    assert warned == [f'warning: skipping symlink: "{out}/{name}" -> "{target}"'
+                      for name, target in (("app", "current/app.txt"), ("current", "v1"), ("old", "/opt/gone"))]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == ["v1", "v1/app.txt"]
+
 def test_a_missing_path_fails_as_tar_does(pod, tmp_path):
     """From the pod, tar still ends its (empty) archive, which kubectl reads to its end and exits 0,
     before it sees tar's exit code or, at times, prints tar's errors (kubernetes/kubectl#980, open),

@@ -158,6 +158,64 @@ def test_tar_errors(pod_files):
     assert interpret(["tar", "czf", "-", "/data"], T0, fs) is None  # compression is not simulated
 
 
+def test_links_made_with_ln_are_followed_listed_and_removed_as_links(pod_files):
+    fs = pod_files.container("main")
+    assert run(fs, "sh", "-c", "mkdir -p /data/v1; echo one > /data/v1/app.txt; cd /data; ln -s v1 current; "
+                               "ln -s /data/current/app.txt /tmp/app; ln -s /nowhere /tmp/dangling; "
+                               "cat /tmp/app; echo two >> current/app.txt; cat v1/app.txt") == (0, b"one\none\ntwo\n", "")
+    assert run(fs, "readlink", "/tmp/app") == (0, b"/data/current/app.txt\n", "")
+    assert run(fs, "readlink", "-f", "/tmp/app") == (0, b"/data/v1/app.txt\n", "")
+    code, out, _ = run(fs, "ls", "-l", "/data")
+    assert code == 0 and out.splitlines()[1].startswith(b"lrwxrwxrwx    1 root     root             2 ")
+    assert out.splitlines()[1].endswith(b" current -> v1")
+    assert run(fs, "stat", "-c", "%F %s", "/data/current") == (0, b"symbolic link 2\n", "")
+    assert run(fs, "ls", "/data/current") == (0, b"app.txt\n", "")
+    assert run(fs, "sh", "-c", "ln -s v2 /data/current; ls /data/v1") == (0, b"app.txt\nv2\n", "")  # into the directory
+    assert run(fs, "ln", "-s", "v2", "/tmp/app") == (
+        1, b"", "ln: can't create symlink '/tmp/app' to 'v2': File exists\n")
+    assert run(fs, "sh", "-c", "ln -sfn v2 /data/current; readlink /data/current") == (0, b"v2\n", "")
+    assert run(fs, "cat", "/tmp/dangling") == (1, b"", "cat: can't open '/tmp/dangling': No such file or directory\n")
+    assert run(fs, "sh", "-c", "ln -s /tmp/loop /tmp/loop; cat /tmp/loop") == (
+        1, b"", "cat: can't open '/tmp/loop': Too many levels of symbolic links\n")
+    assert run(fs, "ln", "-s", "/data", "/etc/app/data") == (
+        1, b"", "ln: can't create symlink '/etc/app/data' to '/data': Read-only file system\n")
+    # rm takes a link away, not what it leads to; cp -r and mv copy links as links, plain cp follows one
+    assert run(fs, "sh", "-c", "rm /tmp/app /tmp/dangling; ls /tmp; cat /data/v1/app.txt") == (
+        0, b"loop\none\ntwo\n", "")
+    assert run(fs, "sh", "-c", "ln -s v1/app.txt /data/app; cp -r /data /tmp/copy; readlink /tmp/copy/app; "
+                               "cp /data/app /tmp/plain; readlink /tmp/plain; mv /tmp/copy/app /tmp/moved; "
+                               "readlink /tmp/moved") == (0, b"v1/app.txt\nv1/app.txt\n", "")
+
+
+def test_tar_archives_links_as_links_and_extracts_them(pod_files, tmp_path):
+    """As GNU tar and busybox's: a link (a dangling one too) goes into the archive as itself, and one
+    in an archive is made as a link, replacing what was there, in memory or in a claim on the node."""
+    fs = pod_files.container("main")
+    run(fs, "sh", "-c", "mkdir /data/v1; echo one > /data/v1/app.txt; ln -s v1 /data/current; ln -s /gone /data/old")
+    code, out, err = run(fs, "tar", "cf", "-", "-C", "/data", ".")
+    assert (code, err) == (0, "")
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        links = {m.name: (m.linkname, m.mode, m.mtime) for m in tar.getmembers() if m.issym()}
+    assert links == {"./current": ("v1", 0o777, T0), "./old": ("/gone", 0o777, T0)}
+    fresh = pod_files.container("side")
+    assert run(fresh, "sh", "-c", "echo stale > /tmp/current") == (0, b"", "")
+    assert run(fresh, "tar", "xf", "-", "-C", "/tmp", stdin=out) == (0, b"", "")
+    assert run(fresh, "sh", "-c", "readlink /tmp/current; readlink /tmp/old; cat /tmp/current/app.txt") == (
+        0, b"v1\n/gone\none\n", "")
+    assert run(fresh, "tar", "xf", "-", "-C", "/tmp", stdin=out)[0] == 0  # again: each link replaced
+    assert run(fresh, "ls", "-a", "/tmp") == (0, b".\n..\ncurrent\nold\nv1\n", "")
+
+    (tmp_path / "pv").mkdir()
+    os.symlink(tmp_path / "pv", tmp_path / "ckpt")
+    pod = {"metadata": {"name": "w"}, "spec": {
+        "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
+        "containers": [{"name": "main", "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}]}]}}
+    claim = PodFiles(pod, lambda name: str(tmp_path / name), _Clock()).container("main")
+    assert run(claim, "tar", "xf", "-", "-C", "/ckpt", stdin=out) == (0, b"", "")
+    assert os.readlink(tmp_path / "pv" / "current") == "v1" and os.readlink(tmp_path / "pv" / "old") == "/gone"
+    assert run(claim, "sh", "-c", "cat /ckpt/current/app.txt; readlink /ckpt/old") == (0, b"one\n/gone\n", "")
+
+
 def test_an_interactive_shell_works_on_the_files_and_gives_no_terminal_to_read(pod_files):
     shell = Shell(lambda: pod_files.container("main"))
     step = shell.line("echo hi > /tmp/f; cat /tmp/f", T0)
