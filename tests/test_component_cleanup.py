@@ -1,6 +1,6 @@
 """`nanokube scheduler` and `nanokube controller-manager` end, however they end (a signal, or the
 cancellation asyncio.run makes of an error elsewhere or a ^C before they handle signals), with
-nothing of theirs left: their client's connections and rediscovery, their informers and
+nothing of theirs left: their client's connections, their informers and
 controllers, their secure port."""
 
 import argparse
@@ -38,7 +38,7 @@ async def test_cancelled_while_running_it_closes_all_it_opened(component, name, 
                 assert loop.time() < deadline and not running.done(), "its secure port never opened"
                 await asyncio.sleep(0.05)
         mine = asyncio.all_tasks() - before - {running}
-        assert mine, "it runs tasks of its own (informers, the client's rediscovery)"
+        assert mine, "it runs tasks of its own (informers, controllers)"
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running

@@ -72,6 +72,16 @@ class LocalClient:
     def resources(self):
         return self.rest.index.resources
 
+    async def discover(self) -> None:
+        """Nothing to read: the index is the server's own, always current (`HTTPClient.discover`)."""
+
+    def invalidate(self) -> None:
+        """Nothing to forget (`HTTPClient.invalidate`)."""
+
+    async def mapping(self, group: str, kind: str):
+        """The resource serving `kind` in `group`, None if none does (`HTTPClient.mapping`)."""
+        return self.rest.index.by_kind(group, kind)
+
 
 class ResourceClient:
     def __init__(self, client: LocalClient, res, version: str):

@@ -2,9 +2,10 @@
 component (controller manager, scheduler, proxy) runs unchanged in its own
 process against any API server it has a kubeconfig for.
 
-Resources are resolved through discovery at `start()` and again every
-`REDISCOVERY_PERIOD`, so resources that appear later (CRDs) are found; errors
-come back as `APIError`s built from the server's `Status`.
+Resources are resolved through discovery, read at `start()` and again only when asked
+(`discover`, `mapping`): client-go's components poll no discovery of their own, and those
+that look for new resources (the garbage collector's and quota's Sync, a RESTMapper reset)
+own their periods. Errors come back as `APIError`s built from the server's `Status`.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from .metrics import LATENCY, REQUESTS
 from .transport import Pool
 
 JSON = "application/json"
-#: seconds between reads of discovery (kube-controller-manager's garbage collector and quota
-#: controllers rediscover every 30 s)
-REDISCOVERY_PERIOD = 30.0
+#: what a discovery read asks for: the aggregated documents (apidiscovery.k8s.io/v2), all of /api
+#: and all of /apis in two GETs, as client-go reads discovery since 1.30 (not one GET per group/version)
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 #: what a call through the API meets without a bug in it: the server's refusals and a connection's
 #: failures (a component logs these as warnings; anything else is a bug, logged with its traceback)
 EXPECTED = (APIError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
@@ -74,20 +75,26 @@ class RemoteIndex:
         self._by_gvr: dict[tuple[str, str, str], RemoteResource] = {}
         self._by_gk: dict[tuple[str, str], RemoteResource] = {}
 
-    def add(self, group: str, version: str, doc: dict) -> None:
-        for r in doc.get("resources") or []:
-            plural, _, sub = r["name"].partition("/")
-            res = self._by_gk.get((group, r["kind"])) if not sub else self._by_gvr.get((group, version, plural))
-            if sub:
-                if res is not None:
-                    res.subresources.add(sub)
-                continue
-            if res is None or res.plural != plural:
-                res = RemoteResource(group, plural, r["kind"], bool(r.get("namespaced")), verbs=tuple(r.get("verbs") or ()))
-                self.resources.append(res)
-                self._by_gk.setdefault((group, r["kind"]), res)
-            res.versions.append(version)
-            self._by_gvr[(group, version, plural)] = res
+    def add(self, group: dict) -> None:
+        """One APIGroupDiscovery: its versions come preferred first, so a resource's first version
+        is the one its group prefers. An adapter's wildcard entries (`pods/*` of the custom metrics
+        API) name no resource of their own."""
+        name = (group.get("metadata") or {}).get("name", "")
+        for v in group.get("versions") or []:
+            version = v["version"]
+            for r in v.get("resources") or []:
+                plural, kind = r["resource"], (r.get("responseKind") or {}).get("kind", "")
+                if "/" in plural:
+                    continue
+                res = self._by_gk.get((name, kind))
+                if res is None or res.plural != plural:
+                    res = RemoteResource(name, plural, kind, r.get("scope") == "Namespaced",
+                                         verbs=tuple(r.get("verbs") or ()))
+                    self.resources.append(res)
+                    self._by_gk.setdefault((name, kind), res)
+                res.versions.append(version)
+                res.subresources.update(s["subresource"] for s in r.get("subresources") or ())
+                self._by_gvr[(name, version, plural)] = res
 
     def get(self, group: str, version: str, plural: str) -> RemoteResource | None:
         return self._by_gvr.get((group, version, plural))
@@ -121,10 +128,13 @@ class HTTPClient:
         self.clock = clock
         #: the `host` label of this client's request metrics (client-go's URL().Host)
         self.host = urlsplit(creds.server).netloc
-        self._rediscovery: asyncio.Task | None = None
         self.field_manager = field_manager
         self.user_agent = user_agent
         self._index = RemoteIndex()
+        #: whether discovery was read since the last `invalidate` (memcache's Fresh)
+        self._fresh = False
+        #: the read of discovery in flight, which callers meanwhile wait for instead of reading again
+        self._reading: asyncio.Future | None = None
         #: the connections: the unary requests' kept alive, each watch's its own
         self.conns = Pool(creds.server, creds.ssl)
         #: the header lines of each request (`_static_head`)
@@ -145,7 +155,7 @@ class HTTPClient:
 
     @property
     def index(self) -> RemoteIndex:
-        """What discovery said last (a named client reads its root's, which rediscovery replaces)."""
+        """What discovery said last (a named client reads its root's, which `discover` replaces)."""
         return self._root._index
 
     @index.setter
@@ -188,9 +198,11 @@ class HTTPClient:
         return self._head + _line("Authorization", f"Bearer {await self._tokens()}")
 
     async def _unary(self, method: str, path: str, params: dict | None = None, data: bytes | None = None,
-                     content_type: str = JSON) -> tuple[int, bytes]:
+                     content_type: str = JSON, accept: str = JSON) -> tuple[int, bytes]:
         """A request through this client's pool of unary connections: its answer's status and body."""
         head = await self._request_head()
+        if accept != JSON:
+            head = head.replace(f"Accept: {JSON}\r\n", f"Accept: {accept}\r\n")
         if data is not None:
             head += f"Content-Type: {content_type}\r\n"
         if params:
@@ -200,32 +212,50 @@ class HTTPClient:
     async def start(self) -> None:
         """Read discovery; connections open as requests need them (transport.Pool: unary requests share
         at most MAX_CONNS, each watch holds one of its own for its life)."""
-        self.index = await self._discover()
-        self._rediscovery = asyncio.create_task(self._rediscover())
-
-    async def _discover(self) -> RemoteIndex:
-        index = RemoteIndex()
-        index.add("", "v1", await self.request("GET", "/api/v1"))
-        for g in (await self.request("GET", "/apis")).get("groups") or []:
-            versions = [g["preferredVersion"]["version"]] + [v["version"] for v in g["versions"]
-                                                               if v["version"] != g["preferredVersion"]["version"]]
-            for v in versions:
-                index.add(g["name"], v, await self.request("GET", f"/apis/{g['name']}/{v}"))
-        return index
-
-    async def _rediscover(self) -> None:
-        while True:
-            await self.clock.sleep(REDISCOVERY_PERIOD)
-            try:
-                self.index = await self._discover()
-            except (APIError, aiohttp.ClientError, asyncio.TimeoutError) as e:
-                log.warning("rereading discovery failed: %s", e)
+        await self.discover()
 
     async def discover(self) -> None:
-        """Read discovery now, for this client and every client sharing it: for a component that looks
-        for new resources on its own schedule (the garbage collector's Sync reads discovery each time),
-        so that what it finds is not up to a `REDISCOVERY_PERIOD` older."""
-        self._root.index = await self._discover()
+        """Read discovery now, for this client and every client sharing it: at start, and for a
+        controller that looks for new resources on its own schedule (the garbage collector's and
+        quota's Sync, the namespace deleter) or a look-up that found nothing (`mapping`). Callers
+        that come while a read is in flight wait for that one (client-go's cache holds a lock)."""
+        root = self._root
+        if root._reading is None:
+            root._reading = asyncio.ensure_future(self._read_discovery())
+            root._reading.add_done_callback(lambda _: setattr(root, "_reading", None))
+        await asyncio.shield(root._reading)
+
+    async def _read_discovery(self) -> None:
+        index = RemoteIndex()
+        for path in ("/api", "/apis"):
+            start = self.clock.monotonic()
+            status, raw = await self._unary("GET", path, accept=AGGREGATED)
+            self.count("GET", str(status), start)
+            if status >= 400:
+                raise _error(status, raw)
+            doc = orjson.loads(raw)
+            if doc.get("kind") != "APIGroupDiscoveryList":
+                raise APIError(406, "NotAcceptable", f"GET {path}: the server sent no aggregated discovery "
+                                                     f"(kind {doc.get('kind')!r})")
+            for group in doc.get("items") or []:
+                index.add(group)
+        self._root.index, self._root._fresh = index, True
+
+    def invalidate(self) -> None:
+        """Discovery is to be read again the next time a look-up finds nothing: kube-controller-manager
+        resets its RESTMapper every 30 s (`controllers/manager.py`), which costs nothing until then."""
+        self._root._fresh = False
+
+    async def mapping(self, group: str, kind: str) -> RemoteResource | None:
+        """The resource serving `kind` in `group` (a RESTMapping), None if discovery lists none.
+        A kind not found in discovery read before the last `invalidate` has it read again first,
+        as client-go's deferred RESTMapper resets on a no-match when its cache is not fresh: a
+        custom resource whose CRD came later is found without polling."""
+        res = self.index.by_kind(group, kind)
+        if res is None and not self._root._fresh:
+            await self.discover()
+            res = self.index.by_kind(group, kind)
+        return res
 
     def reconnect(self) -> None:
         """Close every connection of this client, watches too (their informers watch again): those
@@ -234,8 +264,8 @@ class HTTPClient:
         self._pool.conns.close()
 
     async def close(self) -> None:
-        if self._rediscovery is not None:
-            self._rediscovery.cancel()
+        if self._reading is not None:
+            self._reading.cancel()
         for child in self._token_clients:
             child.conns.close()
         self.conns.close()

@@ -195,7 +195,7 @@ class DisruptionController(Controller):
 
     async def _subresource_scale(self, ns: str, ref: dict, group: str, version: str) -> tuple[str | None, int]:
         """getScaleController: the owner's /scale, when its resource serves one."""
-        res = self.client.index.by_kind(group, ref.get("kind", ""))
+        res = await self.client.mapping(group, ref.get("kind", ""))
         if res is None:
             raise ExpectedCountError(f'no matches for kind "{ref.get("kind", "")}" in group "{group}"')
         if "scale" not in res.subresources:

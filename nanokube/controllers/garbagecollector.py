@@ -116,18 +116,16 @@ class GarbageCollector(Controller):
         self._tasks.append(asyncio.create_task(self._resync_monitors()))
 
     async def _resync_monitors(self) -> None:
-        """Rediscovers resources every `MONITOR_PERIOD`, as upstream's GC Sync does (a CRD's events
-        look at once besides, `SERVING`), reading discovery afresh as it does where the client keeps
-        a copy (over HTTP, reread every 30 s at another phase: else a new resource could wait for both
-        periods). A monitor of a resource no longer served just sees no events."""
+        """Rediscovers resources every `MONITOR_PERIOD`, reading discovery afresh as upstream's GC
+        Sync does (over HTTP the client reads it only when asked; a CRD's events look at once
+        besides, `SERVING`, at what the client last read). A monitor of a resource no longer
+        served just sees no events."""
         while True:
             await self.clock.sleep(MONITOR_PERIOD)
-            discover = getattr(self.client, "discover", None)
-            if discover is not None:
-                try:
-                    await discover()
-                except EXPECTED as e:  # upstream's Sync skips a look whose discovery failed; here the copy serves
-                    log.warning("garbage collector: reading discovery failed: %s", e)
+            try:
+                await self.client.discover()
+            except EXPECTED as e:  # upstream's Sync skips a look whose discovery failed; here the copy serves
+                log.warning("garbage collector: reading discovery failed: %s", e)
             self.informer_factory.start(self._add_monitors())
 
     def _observe(self, rc, obj: dict) -> None:
@@ -215,7 +213,7 @@ class GarbageCollector(Controller):
         else the server is asked by name in the dependent's namespace, so that an owner of another
         namespace is absent here, as upstream."""
         group = ref["apiVersion"].split("/")[0] if "/" in ref["apiVersion"] else ""
-        res = self.client.index.by_kind(group, ref["kind"])
+        res = await self.client.mapping(group, ref["kind"])
         if res is None or res.namespaced and not n.namespace:
             return None, False
         namespace = n.namespace if res.namespaced else None

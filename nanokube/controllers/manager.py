@@ -67,6 +67,10 @@ from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusCon
 
 #: the Lease (in kube-system) whose holder runs the controllers
 LEASE_NAME = "kube-controller-manager"
+#: seconds between resets of the controllers' RESTMapper (CreateControllerContext's, 30 s): a kind
+#: a controller cannot map after one (an HPA's or a PDB's target, an owner reference) has discovery
+#: read again, at most once a period and only then (`HTTPClient.mapping`)
+MAPPER_RESET_PERIOD = 30.0
 #: kube-controller-manager's client limit by default (--kube-api-qps 20, --kube-api-burst 30)
 KCM_CLIENT_LIMIT = (20.0, 30)
 #: the clients that raise it: the namespace controller's qps 20 times, its burst 100 times, both of its
@@ -235,7 +239,7 @@ class ControllerManager:
         (--kube-api-qps, --kube-api-burst; None: none) gives each controller's client, each of those
         two and the token controller's a token bucket of its own, as upstream's builder makes each a
         clientset (the pod-identity signer, not kube-controller-manager's, has none)."""
-        self.client = client
+        self.client, self.clock = client, clock
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
 
@@ -281,6 +285,7 @@ class ControllerManager:
         self.started = asyncio.Event()
         self._running: list[Controller] = []
         self._task: asyncio.Task | None = None
+        self._mapper_reset: asyncio.Task | None = None
 
     @classmethod
     def elected(cls, client, identity: str, clock: Clock = REAL, **kw) -> ControllerManager:
@@ -327,11 +332,17 @@ class ControllerManager:
         if not self._fresh:
             self.controllers = self._build()
         self._fresh = False
+        self._mapper_reset = asyncio.create_task(self._reset_mapper())
         for c in self.controllers:
             # listed before it starts: a start cut short is stopped too (stopping an unstarted one is harmless)
             self._running.append(c)
             await c.start()
         self.started.set()
+
+    async def _reset_mapper(self) -> None:
+        while True:
+            await self.clock.sleep(MAPPER_RESET_PERIOD)
+            self.client.invalidate()
 
     async def _lead(self) -> None:
         await self._start_all()
@@ -347,6 +358,9 @@ class ControllerManager:
 
     async def _stop_all(self) -> None:
         self.started.clear()
+        if self._mapper_reset is not None:
+            self._mapper_reset.cancel()
+            self._mapper_reset = None
         while self._running:
             await self._running.pop().stop()
         await self.informers.stop()

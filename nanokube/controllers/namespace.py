@@ -115,6 +115,7 @@ class NamespaceController(Controller):
         remaining: dict[str, int] = {}
         finalizers: Counter = Counter()
         failures: list[str] = []
+        await self.client.discover()  # each pass, as upstream's deleter asks discovery for what to empty
         for group_resource, rc in self._namespaced():
             items, _ = await rc.list(name)
             if not items:

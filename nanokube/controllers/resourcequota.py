@@ -5,12 +5,14 @@ an object of a kind it counts goes or changes what it charges in its
 namespace (replenishment), and every resync period. Pods, services, claims,
 ResourceClaims, ConfigMaps and Secrets are watched from the start; any other
 kind gets its informer when a quota first names `count/<resource>.<group>`
-(upstream's quota monitor)."""
+(upstream's quota monitor), from discovery read every `DISCOVERY_PERIOD`."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
+from ..client.http import EXPECTED
 from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
@@ -24,6 +26,11 @@ WATCHED = (("", "v1", "pods"), ("", "v1", "services"), ("", "v1", "persistentvol
            ("resource.k8s.io", "v1", "resourceclaims"), ("", "v1", "configmaps"), ("", "v1", "secrets"))
 #: upstream's --resource-quota-sync-period
 RESYNC = 300.0
+#: seconds between reads of discovery for the kinds a quota may count (the quota controller's Sync,
+#: started with 30 s in startResourceQuotaController)
+DISCOVERY_PERIOD = 30.0
+
+log = logging.getLogger(__name__)
 #: what the pods evaluator counts besides extended resources (upstream's podResources and
 #: podResourcePrefixes): no limits of extended resources or hugepages, no other `requests.` name
 _POD = ("pods", "count/pods", "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory",
@@ -104,7 +111,17 @@ class ResourceQuotaController(Controller):
     async def start(self) -> None:
         await super().start()
         self._resync_task = asyncio.create_task(self._resync_loop())
-        self._tasks.append(self._resync_task)
+        self._tasks += [self._resync_task, asyncio.create_task(self._discovery_loop())]
+
+    async def _discovery_loop(self) -> None:
+        """Upstream's Sync: discovery read every `DISCOVERY_PERIOD`, so a `count/` of a custom
+        resource whose CRD came later is counted (over HTTP the client reads it only when asked)."""
+        while True:
+            await self.clock.sleep(DISCOVERY_PERIOD)
+            try:
+                await self.client.discover()
+            except EXPECTED as e:  # as upstream's Sync, the next period tries again
+                log.warning("resource quota controller: reading discovery failed: %s", e)
 
     async def _resync_loop(self) -> None:
         while True:

@@ -256,7 +256,7 @@ class MetricsProvider:
         api_version = ref.get("apiVersion") or "v1"
         group = api_version.split("/")[0] if "/" in api_version else ""
         version = api_version.split("/")[-1]
-        res = self.client.index.by_kind(group, ref.get("kind", ""))
+        res = await self.client.mapping(group, ref.get("kind", ""))
         if res is None:
             raise MetricsUnavailable(f'no matches for kind "{ref.get("kind")}" in group "{group}"')
         try:

@@ -1,15 +1,20 @@
-"""The HTTPS client reads discovery again every REDISCOVERY_PERIOD, so a component in its
-own process (controller manager) finds custom resources whose CRD came after it started."""
+"""The HTTPS client reads discovery at start (the two aggregated documents) and then only when asked:
+no polling of its own, as client-go's components; a kind it cannot map after kube-controller-manager's
+30 s RESTMapper reset has discovery read again, so a custom resource whose CRD came later is found.
+Discovery GETs are counted by the client's rest_client_requests_total (the API server, as upstream's,
+counts no non-resource request)."""
 
 import asyncio
 
 from nanokube.apiserver.app import APIServer
-from nanokube.client.http import REDISCOVERY_PERIOD, HTTPClient
+from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
+from nanokube.client.metrics import REGISTRY
 from nanokube.clock import VirtualClock
-from nanokube.pki.ca import ensure_pki
-from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.controllers.manager import MAPPER_RESET_PERIOD, ControllerManager
 from nanokube.store.memory import MemoryStore
-from tests.controllers import tries
+from tests.controllers import eventually
 
 CRD = {"metadata": {"name": "widgets.example.com"},
        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
@@ -17,32 +22,95 @@ CRD = {"metadata": {"name": "widgets.example.com"},
                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
-async def test_custom_resources_created_later_are_discovered(tmp_path):
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
+async def _establish_widgets(server: APIServer) -> None:
+    """Widgets served (through the server's own client, so that no request of the client under test
+    is counted)."""
+    crds = LocalClient(server.rest).resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    await crds.create(CRD)
+
+    async def served():
+        return server.rest.index.by_kind("example.com", "Widget") is not None
+    assert await eventually(served)
+
+
+async def test_discovery_is_read_at_start_in_two_gets_and_never_polled():
+    server = APIServer(MemoryStore(), None, port=0)
+    server.rest.admission.disable("ServiceAccount")
     await server.start()
-    kubeconfig = str(tmp_path / "kubeconfig")
-    write_kubeconfig(kubeconfig, server.url, pki)
     clock = VirtualClock()
-    c = HTTPClient.from_kubeconfig(kubeconfig, clock=clock)
-    await c.start()
+    c = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+
+    def gets() -> float:
+        return REGISTRY.get_sample_value("rest_client_requests_total", {"code": "200", "method": "GET",
+                                                                         "host": c.host}) or 0.0
     try:
-        crds = c.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        await crds.create(CRD)
-        for _ in tries():
-            conds = (await crds.get("widgets.example.com")).get("status", {}).get("conditions") or []
-            if any(x["type"] == "Established" and x["status"] == "True" for x in conds):
-                break
-            await asyncio.sleep(0.01)
+        await c.start()
+        assert gets() == 2  # /api and /apis, each as one APIGroupDiscoveryList
+        hpa = c.index.by_kind("autoscaling", "HorizontalPodAutoscaler")
+        assert hpa.versions[0] == "v2" and "v1" in hpa.versions and "status" in hpa.subresources
+        assert "scale" in c.index.get("apps", "v1", "deployments").subresources
+        assert c.index.get("", "v1", "pods").namespaced and not c.index.get("", "v1", "nodes").namespaced
+        await _establish_widgets(server)
+        await clock.advance(600)
+        await asyncio.sleep(0.05)
+        assert gets() == 2
         assert c.index.by_kind("example.com", "Widget") is None
-        await clock.advance(REDISCOVERY_PERIOD)
-        for _ in tries():
-            if c.index.by_kind("example.com", "Widget") is not None:
-                break
-            await asyncio.sleep(0.01)
+    finally:
+        await c.close()
+        await server.stop()
+
+
+async def test_a_kind_unknown_after_a_reset_reads_discovery_again_once():
+    """client-go's deferred RESTMapper: a no-match rereads discovery only when the cache is not fresh
+    (after a reset); the kind found then is served, and a kind still unknown costs no further read."""
+    server = APIServer(MemoryStore(), None, port=0)
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    c = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test")
+
+    def gets() -> float:
+        return REGISTRY.get_sample_value("rest_client_requests_total", {"code": "200", "method": "GET",
+                                                                         "host": c.host}) or 0.0
+    try:
+        await c.start()
+        await _establish_widgets(server)
+        assert await c.mapping("example.com", "Widget") is None  # fresh since start: no read
+        assert gets() == 2
+        c.named("a-controller").invalidate()  # a named client resets the discovery it shares
+        found, again = await asyncio.gather(c.mapping("example.com", "Widget"), c.mapping("example.com", "Widget"))
+        assert found is again and (found.plural, found.namespaced, found.versions) == ("widgets", True, ["v1"])
+        assert gets() == 4  # one read for both
+        assert await c.mapping("example.com", "Gadget") is None
+        assert gets() == 4
         widgets = c.resource("example.com", "v1", "widgets")
         await widgets.create({"metadata": {"name": "w", "namespace": "default"}, "spec": {"size": 1}})
         assert [w["metadata"]["name"] for w in (await widgets.list("default"))[0]] == ["w"]
     finally:
+        await c.close()
+        await server.stop()
+
+
+async def test_the_controller_manager_resets_its_mapping_every_30_s():
+    """A CRD served after kube-controller-manager started: its kind maps once the manager's next
+    RESTMapper reset has passed (CreateControllerContext's 30 s), not before."""
+    server = APIServer(MemoryStore(), None, port=0)
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    clock = VirtualClock()
+    c = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await c.start()
+    manager = ControllerManager(c, clock, controllers="cronjob-controller")
+    try:
+        await manager.start()
+        await _establish_widgets(server)
+        await clock.advance(MAPPER_RESET_PERIOD - 1)
+        assert await c.mapping("example.com", "Widget") is None
+        await clock.advance(1)
+
+        async def mapped():
+            return await c.mapping("example.com", "Widget")
+        assert (await eventually(mapped)).plural == "widgets"
+    finally:
+        await manager.stop()
         await c.close()
         await server.stop()

@@ -420,26 +420,20 @@ async def test_a_crd_established_while_the_collector_starts_is_monitored_from_it
 
 
 async def test_over_http_each_periodic_look_reads_discovery_afresh():
-    """Over HTTP the client keeps discovery's answer, reread every 30 s at its own phase: a CRD served
-    just after a reread reaches the collector (its events) while that copy lacks it, so the collector's
-    next periodic look reads discovery itself, as upstream's GC Sync does, and monitors it then, not
-    at the look after the client's next reread."""
+    """Over HTTP the client reads discovery at start and then only when asked: a CRD served after the
+    collector started reaches it (its events) while the client's copy lacks it, so the collector's
+    next periodic look reads discovery itself, as upstream's GC Sync does, and monitors it then."""
     server, clock = await crd_server(), ManualClock()
     client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
     await client.start()
-    await clock.advance(29)
-    gc = GarbageCollector(client, clock=clock)  # its looks at 59 s, 89 s, ...; the client's rereads at 30 s, 60 s
+    gc = GarbageCollector(client, clock=clock)  # its looks at 30 s, 60 s, ...
     await gc.start()
     try:
-        before = client.index
-        await clock.advance(1)
-
-        async def reread():
-            return client.index is not before
-        assert await eventually(reread)
         await establish_things(server)
-        assert "things.gc.example.com" not in gc._monitored
         await clock.advance(29)
+        assert "things.gc.example.com" not in gc._monitored
+        assert client.index.by_kind("gc.example.com", "Thing") is None
+        await clock.advance(1)
 
         async def monitored():
             return "things.gc.example.com" in gc._monitored

@@ -126,7 +126,7 @@ class HPAController(Controller):
         ref = hpa["spec"]["scaleTargetRef"]
         api_version = ref.get("apiVersion") or "v1"
         group, _, version = api_version.rpartition("/")
-        res = self.client.index.by_kind(group, ref.get("kind", ""))
+        res = await self.client.mapping(group, ref.get("kind", ""))
         if res is None or "scale" not in res.subresources:
             raise LookupError(f'no matches for kind "{ref.get("kind")}" in group "{group}"')
         rc = self.client.resource(group, version if version in res.versions else res.versions[0], res.plural)

@@ -125,7 +125,7 @@ class RESTMetricsClient:
         if kind == "Namespace" and not group:
             path, what = f"/namespaces/{namespace}/metrics/{metric}", f"namespaces.custom.metrics.k8s.io {namespace}"
         else:
-            res = self.client.index.by_kind(group, kind)
+            res = await self.client.mapping(group, kind)
             if res is None:  # the custom metrics client's RESTMapping, under the REST client's words
                 raise MetricsUnavailable(f"unable to fetch metrics from custom metrics API: unable to map kind "
                                          f"{kind}{'.' + group if group else ''} to resource: no matches for kind "
