@@ -300,12 +300,18 @@ def remembers_clean(check=None, *, limit: int = 4096, tries: int = 0, key=orjson
     return remembering
 
 
-def _bounded_match(value: str, limit: int, pattern: re.Pattern, message: str) -> list[str]:
+def _longer(value: str, limit: int) -> bool:
+    """Go's len(value) > limit: the string's UTF-8 bytes, not its characters."""
+    return len(value) > limit or (not value.isascii() and len(value.encode()) > limit)
+
+
+def _bounded_match(value: str, limit: int, pattern: re.Pattern, message: str, unit: str = "characters") -> list[str]:
     """The shape of upstream's IsDNS1123Label and its kin: a length limit, then the pattern, each
-    with its own message."""
+    with its own message. apimachinery's util/validation words the limit in characters; its
+    api/validate/content package (label keys and values, and a key's DNS prefix) in bytes."""
     errs = []
-    if len(value) > limit:
-        errs.append(f"must be no more than {limit} characters")
+    if _longer(value, limit):
+        errs.append(f"must be no more than {limit} {unit}")
     if not pattern.match(value):
         errs.append(message)
     return errs
@@ -320,13 +326,16 @@ def dns1123_label(value: str) -> list[str]:
     ))
 
 
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
 @remembers_valid
 def dns1123_subdomain(value: str) -> list[str]:
-    return _bounded_match(value, 253, _DNS1123_SUBDOMAIN, (
-        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-        "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-    ))
+    return _bounded_match(value, 253, _DNS1123_SUBDOMAIN, _DNS1123_SUBDOMAIN_MSG)
 
 
 def config_key(key: str) -> list[str]:
@@ -418,12 +427,13 @@ def qualified_name(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            errs.extend(f"prefix part {e}" for e in dns1123_subdomain(prefix))
+            errs.extend(f"prefix part {e}" for e in _bounded_match(
+                prefix, 253, _DNS1123_SUBDOMAIN, _DNS1123_SUBDOMAIN_MSG, "bytes"))
     name = parts[-1]
     if not name:
         errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
+    elif _longer(name, 63):
+        errs.append("name part must be no more than 63 bytes")
     if not _QUALIFIED_NAME.match(name):
         errs.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
@@ -439,7 +449,7 @@ def label_value(value: str) -> list[str]:
         "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
         "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
         "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-    ))
+    ), "bytes")
 
 
 #: label and annotation maps found valid, by their items (maps of 64 items and 16 KiB at most,

@@ -76,9 +76,9 @@ def test_empty_value_matches_only_a_present_empty_label():
     ("a>x", "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must "
             "be an integer"),
     ("a" * 64, f'unable to parse requirement: <nil>: Invalid value: "{"a" * 64}": name part must be no more than 63 '
-               "characters"),
+               "bytes"),
     ("a in (b," + "c" * 64 + ")", f'unable to parse requirement: values[1][a]: Invalid value: "{"c" * 64}": must be no '
-                                  "more than 63 characters"),
+                                  "more than 63 bytes"),
 ])
 def test_label_selector_errors_are_400_with_upstreams_message(sel, message):
     with pytest.raises(APIError) as e:

@@ -29,8 +29,8 @@ def test_remembered_validators_keep_rejecting_and_hand_out_fresh_errors():
     first = qualified_name("bad/key/name")
     first.append("changed by a caller")
     assert qualified_name("bad/key/name") == first[:1]
-    assert label_value("x" * 64) == ["must be no more than 63 characters"]
-    assert label_value("x" * 64) == ["must be no more than 63 characters"]
+    assert label_value("x" * 64) == ["must be no more than 63 bytes"]
+    assert label_value("x" * 64) == ["must be no more than 63 bytes"]
     for i in range(9000):
         assert label_value(f"v{i}") == []
     assert label_value("-bad") and label_value("v1") == []
@@ -44,8 +44,8 @@ def test_qualified_name_judges_both_parts_and_an_empty_name_fails_the_regex_too(
     assert qualified_name("/n") == ["prefix part must be non-empty"]
     assert qualified_name("/") == ["prefix part must be non-empty", NAME_EMPTY, NAME_REGEX]
     assert qualified_name("Bad_Prefix/-x") == [PREFIX_REGEX, NAME_REGEX]
-    assert qualified_name("example.com/" + "n" * 64) == ["name part must be no more than 63 characters"]
-    assert qualified_name("-" + "n" * 63) == ["name part must be no more than 63 characters", NAME_REGEX]
+    assert qualified_name("example.com/" + "n" * 64) == ["name part must be no more than 63 bytes"]
+    assert qualified_name("-" + "n" * 63) == ["name part must be no more than 63 bytes", NAME_REGEX]
     [whole] = qualified_name("a/b/c")
     assert whole.startswith("a valid label key must consist of alphanumeric characters") and whole.endswith(
         "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
@@ -123,6 +123,18 @@ async def test_a_namespaces_spec_finalizers_are_qualified_or_standard_over_http(
         assert e.value.status == 422
         assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
             ("spec.finalizers[1]", f'Invalid value: "bar": {kube}')]
+
+
+def test_label_keys_and_values_count_bytes_where_names_count_characters():
+    """apimachinery 1.37's content package (IsLabelKey, IsLabelValue, and a key's DNS prefix) words
+    the limit in bytes, util/validation's DNS names in characters; both measure Go's len, the
+    UTF-8 bytes, so 32 two-byte letters are past 63."""
+    wide = "\u00e9" * 32
+    assert label_value(wide)[0] == "must be no more than 63 bytes" and len(label_value(wide)) == 2
+    assert qualified_name(wide)[0] == "name part must be no more than 63 bytes"
+    assert qualified_name("p" * 254 + "/k") == ["prefix part must be no more than 253 bytes"]
+    assert dns1123_subdomain("x" * 254) == ["must be no more than 253 characters"]
+    assert dns1123_label("\u00e9" * 40)[0] == "must be no more than 63 characters"
 
 
 def test_remembered_dns_names_keep_rejecting():
