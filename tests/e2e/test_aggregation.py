@@ -153,6 +153,19 @@ def _configmap(core):
         return None
 
 
+def test_the_authentication_configmap_is_written_again_once_deleted_or_edited(cluster):
+    """As upstream's trust controller, which follows the ConfigMap's events: a delete or an edit is
+    undone at once, not at the next minute's check."""
+    core = client.CoreV1Api(cluster.client())
+    published = wait_for(lambda: _configmap(core), 60, "extension-apiserver-authentication").data
+    core.patch_namespaced_config_map("extension-apiserver-authentication", "kube-system",
+                                     {"data": {"client-ca-file": None, "requestheader-allowed-names": '["mallory"]'}})
+    wait_for(lambda: _configmap(core).data == {**published, "requestheader-allowed-names": '["mallory","front-proxy-client"]'},
+             30, "the client CA written back (the names an API server added stay)")
+    core.delete_namespaced_config_map("extension-apiserver-authentication", "kube-system")
+    wait_for(lambda: (cm := _configmap(core)) is not None and cm.data == published, 30, "the ConfigMap created again")
+
+
 def test_extension_api_server_through_an_apiservice(cluster, wardle):
     core = client.CoreV1Api(cluster.client())
     core.create_namespace({"metadata": {"name": "wardle"}})

@@ -1,11 +1,12 @@
 """The front-proxy identity: the request-header CA and client certificate the
 aggregator proxies with, and the ConfigMap `kube-system/extension-apiserver-
 authentication` through which extension API servers learn whom to trust
-(upstream's ClusterAuthenticationTrustController publishes the same keys, and republishes them
-when the operator's CA files change: AuthenticationTrust)."""
+(upstream's ClusterAuthenticationTrustController publishes the same keys, and writes them again
+when the ConfigMap is deleted or edited and when the operator's CA files change: AuthenticationTrust)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -98,28 +99,56 @@ def combined(stored: dict, ours: dict, now: float) -> dict:
 
 
 class AuthenticationTrust(BackgroundLoop):
-    """Keeps the ConfigMap up with the operator's CA files (--client-ca-file,
-    --requestheader-client-ca-file): looks at them every `period` seconds (serving_tls reloads
-    them) and writes the ConfigMap when what they hold changed, and every `resync` seconds
-    whatever they hold (the ConfigMap deleted or edited meanwhile)."""
+    """Keeps the ConfigMap up with what the server trusts, as upstream's controller does: writes it
+    again at once when it is deleted or edited (its watch cache events), when what the operator's CA
+    files (--client-ca-file, --requestheader-client-ca-file) hold changed, looked at every `period`
+    seconds (serving_tls reloads them), and with those files every `resync` seconds whatever happened
+    (upstream's once-a-minute check, for a file change its watch missed; without them what the
+    server trusts never changes, and an idle server is not woken)."""
 
     def __init__(self, server, period: float = CHECK_PERIOD, resync: float = RESYNC_PERIOD) -> None:
         self.server, self.period, self.resync = server, period, resync
         self.opts = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
+        self.key = server.index.get("", "v1", "configmaps").key("kube-system", CONFIGMAP)
+        self._stirred = False
+        self._wake = asyncio.Event()
+
+    def _observe(self, ev) -> None:
+        """A watch cache event: the ConfigMap's (this server's own writes too, which the next sync
+        finds in place) wakes the loop."""
+        if ev.key == self.key:
+            self._stirred = True
+            self._wake.set()
+
+    async def start(self) -> None:
+        self.server.cache.on_event.append(self._observe)
+        await super().start()
+
+    async def stop(self) -> None:
+        if self._observe in self.server.cache.on_event:
+            self.server.cache.on_event.remove(self._observe)
+        await super().stop()
 
     async def _loop(self) -> None:
         tls, clock = self.server.serving_tls(), self.server.clock
+        files = tls.watches_files()  # (without them what the server trusts never changes: events alone wake it)
         published, synced = None, float("-inf")
         while True:
             tls.refresh()
             cas = (tls.client_ca_pem, tls.requestheader_ca_pem)
-            if cas != published or clock.monotonic() - synced >= self.resync:
+            if self._stirred or cas != published or clock.monotonic() - synced >= self.resync:
+                self._stirred = False
                 try:
                     await self.sync()
                     published, synced = cas, clock.monotonic()
                 except APIError as e:  # (a conflict with another server's write: tried again next look)
                     log.warning("%s: %s", CONFIGMAP, e.message)
-            await clock.sleep(self.period)
+            if not self._stirred:
+                self._wake.clear()
+                timer = clock.call_later(self.period, self._wake.set) if files else None
+                await self._wake.wait()
+                if timer is not None:
+                    timer.cancel()
 
     async def sync(self) -> None:
         rest, res = self.server.rest, self.server.index.get("", "v1", "configmaps")
@@ -130,9 +159,10 @@ class AuthenticationTrust(BackgroundLoop):
             if e.code != 404:
                 raise
             await rest.create(res, "v1", "kube-system", ours, self.opts)
+            log.info("%s written again: it was not there", CONFIGMAP)
             return
         data = combined(stored.get("data") or {}, ours["data"], self.server.clock.now())
         if data != stored.get("data"):
             body = {**copy.deepcopy(stored), "data": data}  # (the cache's object, which the write may not change)
             await rest.update(res, "v1", "kube-system", CONFIGMAP, body, self.opts)
-            log.info("%s republished: the CA files changed", CONFIGMAP)
+            log.info("%s republished: what it held differed from what this server trusts", CONFIGMAP)
