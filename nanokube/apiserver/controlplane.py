@@ -77,7 +77,7 @@ async def start_loops(server, writer: bool = True) -> list:
                                 clock=server.clock)
         handlers.aggregator = aggregator
         loops.append(aggregator)
-        if writer and server.tls is not None and server.tls.watches_files():  # (the operator's files)
+        if writer:
             loops.append(AuthenticationTrust(server))
     for c in loops:
         await c.start()
