@@ -324,7 +324,7 @@ def _config(path: str):
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
     except ConfigError as e:
-        raise ConfigError(e if str(e).startswith(f"couldn't decode {path}") else f"{path}: {e}") from None
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def _known_controllers(spec: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from nanokube.machinery import gofmt
+from nanokube.machinery import gofmt, gojson
 
 _Base: Any = yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
 
@@ -163,8 +163,43 @@ def _repeated(loader: Any, root: yaml.Node) -> list[tuple[int, str, str]]:
     return [(line, shown, path) for line, _, shown, path in out]
 
 
-# A file kind's schema, for the two checks below: a dict an object (its fields' schemas by name), a
-# list of one schema a list of such values, str a string, bool a boolean, int an integer.
+# A file kind's schema, for the checks below: a Struct (a dict subclass naming its Go type) an object
+# of those fields, a plain dict an object of the enclosing struct's, Map(s) a map of string keys to
+# values of schema s, a list of one schema a list of such values, ANY any value (a RawExtension, an
+# interface{}), and a Go scalar type: str (string), bool, int (int32) or a name of Go's ("int64",
+# "float32", "float64", or a named string type such as "v1.ScoringStrategyType").
+
+
+class Struct(dict):
+    """A Go struct's fields by JSON name, with the struct's Go type (`v1.KubeSchedulerProfile`):
+    Go's decoder names the innermost struct in a type error, and the type in `of type ...`."""
+
+    __slots__ = ("go",)
+
+    def __init__(self, go: str, fields: dict) -> None:
+        super().__init__(fields)
+        self.go = go
+
+
+class Map:
+    """A Go map of string keys (map[string]bool): its keys are not fields, its values are checked."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+#: a value the decoder keeps as it is (runtime.RawExtension, interface{}): any JSON type fits
+ANY = Map(None)
+_INTS = {int: 32, "int32": 32, "int64": 64}
+_FLOATS = ("float32", "float64")
+
+
+def _number(schema: Any) -> bool:
+    """Whether the schema is a Go number type (whose type errors quote the number)."""
+    return isinstance(schema, (type, str)) and (schema in _INTS or schema in _FLOATS)
+
 
 def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
     """The paths of the fields `value` holds that `schema` does not name, as the strict decoder
@@ -175,11 +210,14 @@ def unknown_fields(value: Any, schema: Any, path: str = "") -> list[str]:
             p = f"{path}.{k}" if path else str(k)
             if k not in schema:
                 out.append(p)
-            elif isinstance(schema[k], (dict, list)):
+            elif isinstance(schema[k], (dict, list, Map)):
                 out += unknown_fields(v, schema[k], p)
     elif isinstance(schema, list) and isinstance(value, list):
         for i, v in enumerate(value):
             out += unknown_fields(v, schema[0], f"{path}[{i}]")
+    elif isinstance(schema, Map) and schema is not ANY and isinstance(value, dict):
+        for k, v in value.items():
+            out += unknown_fields(v, schema.value, f"{path}[{k}]")
     return out
 
 
@@ -189,63 +227,169 @@ def json_type(value: Any) -> str:
             "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "string")
 
 
-def kind_error(doc: Any, text: str, api_version: str, kind: str, scheme: str) -> str | None:
-    """The decoder's error for a file that is not an object of `api_version`/`kind` (the version and
-    kind read first, as the serializer's SimpleMetaFactory does, then looked up in `scheme`), or None;
-    an empty document (null) decodes as an empty object, whose kind is missing."""
+def kind_error(doc: Any, text: str, api_version: str | tuple[str, ...], kind: str, scheme: str) -> str | None:
+    """The decoder's error for a file that is not an object of one of `api_version`/`kind` (the
+    version and kind read first, as the serializer's SimpleMetaFactory does, then looked up in
+    `scheme`), or None; an empty document (null) decodes as an empty object, whose kind is missing."""
     if doc is not None and not isinstance(doc, dict):
         return ("couldn't get version/kind; json parse error: json: cannot unmarshal "
                 f"{json_type(doc)} into Go value of type struct {{ APIVersion string "
                 '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }')
-    got_version, got_kind = (doc or {}).get("apiVersion") or "", (doc or {}).get("kind") or ""
+    got_version, got_kind = (doc or {}).get("apiVersion"), (doc or {}).get("kind")
+    for name, got in (("apiVersion", got_version), ("kind", got_kind)):
+        if got is not None and not isinstance(got, str):  # (SimpleMetaFactory's own struct refuses it)
+            return (f"couldn't get version/kind; json parse error: json: cannot unmarshal {json_type(got)} into Go "
+                    f"struct field .{name} of type string")
     if not got_kind:
         return f"Object 'Kind' is missing in '{text.strip()}'"
-    if (got_version, got_kind) != (api_version, kind):
+    if not got_version:
+        return f"Object 'apiVersion' is missing in '{text.strip()}'"
+    versions = (api_version,) if isinstance(api_version, str) else api_version
+    if got_version not in versions or got_kind != kind:
         return f'no kind "{got_kind}" is registered for version "{got_version}" in scheme "{scheme}"'
     return None
 
 
 def _fits(value: Any, schema: Any) -> bool:
-    """Whether `value` (not null) has the JSON type `schema` wants; a YAML timestamp is a string, as
-    YAMLToJSON writes it."""
+    """Whether `value` (not null) has the JSON type `schema` wants, in range; a YAML timestamp is a
+    string, as YAMLToJSON writes it, and an integral float the integer YAMLToJSON writes."""
     if isinstance(schema, dict):
         return isinstance(value, dict)
     if isinstance(schema, list):
         return isinstance(value, list)
-    if schema in (bool, int):
-        return isinstance(value, schema) and (schema is bool or not isinstance(value, bool))
-    return isinstance(value, (str, datetime.date))
+    if isinstance(schema, Map):
+        return schema is ANY or isinstance(value, dict)
+    if schema in (bool, "bool"):
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if not _number(schema):
+        return isinstance(value, (str, datetime.date))
+    if schema in _INTS:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        bits = _INTS[schema]
+        return isinstance(value, int) and -(1 << (bits - 1)) <= value < 1 << (bits - 1)
+    return isinstance(value, (int, float)) and abs(value) <= (3.4028234663852886e38 if schema == "float32"
+                                                              else float("inf"))
 
 
-def mistyped(value: Any, schema: Any, path: str) -> str | None:
-    """The decoder's error for the first field whose value has another JSON type than the field's
-    (`jwt: 5`, `audiences: [1]`), in the shape of Go's UnmarshalTypeError; null fits any field."""
-    if not _fits(value, schema):
-        return _unmarshal(value, schema, path)
+def go_type(schema: Any) -> str:
+    """The Go type a schema stands for, as an UnmarshalTypeError prints it."""
+    if isinstance(schema, Struct):
+        return schema.go
     if isinstance(schema, dict):
-        fields = ((f"{path}.{k}", v, schema[k]) for k, v in value.items() if k in schema)
+        return "object"
+    if isinstance(schema, list):
+        return "[]" + go_type(schema[0])
+    if isinstance(schema, Map):
+        return "interface {}" if schema is ANY else "map[string]" + go_type(schema.value)
+    return {str: "string", bool: "bool", int: "int32"}.get(schema, schema)
+
+
+def mistyped(value: Any, schema: Any, struct: str) -> str | None:
+    """The decoder's error for the first field (in document order) whose value has another JSON type
+    than the field's (`jwt: 5`, `audiences: [1]`, `burst: 1.5`), as Go's UnmarshalTypeError words it:
+    the innermost struct holding the field (`struct` at the top), the JSON field names from the top,
+    no index or key, and the Go type; null fits any field."""
+    return _mistyped(value, schema, struct, ())
+
+
+def _mistyped(value: Any, schema: Any, struct: str, fields: tuple[str, ...]) -> str | None:
+    if not _fits(value, schema):
+        what = gojson.value_kind(value, literal=_number(schema))
+        if not fields:
+            return f"json: cannot unmarshal {what} into Go value of type {go_type(schema)}"
+        return f"json: cannot unmarshal {what} into Go struct field {struct}.{'.'.join(fields)} of type {go_type(schema)}"
+    if isinstance(schema, dict):
+        inner = schema.go.rpartition(".")[2] if isinstance(schema, Struct) else struct
+        items = (((*fields, k), v, schema[k], inner) for k, v in value.items() if k in schema)
     elif isinstance(schema, list):
-        fields = ((f"{path}[{i}]", v, schema[0]) for i, v in enumerate(value))
+        items = ((fields, v, schema[0], struct) for v in value)
+    elif isinstance(schema, Map) and schema is not ANY:
+        items = ((fields, v, schema.value, struct) for v in value.values())
     else:
         return None
-    return next((wrong for p, v, s in fields if v is not None and (wrong := mistyped(v, s, p))), None)
-
-
-def _unmarshal(value: Any, schema: Any, path: str) -> str:
-    want = ("object" if isinstance(schema, dict) else "[]string" if schema == [str] else "array"
-            if isinstance(schema, list) else "bool" if schema is bool else "int32" if schema is int else "string")
-    return f"json: cannot unmarshal {json_type(value)} into Go struct field {path} of type {want}"
+    return next((wrong for f, v, s, st in items if v is not None and (wrong := _mistyped(v, s, st, f))), None)
 
 
 def zeroed(value: Any, schema: Any) -> Any:
     """`value` (whose types `mistyped` found right) with its nulls as Go decodes them: a null field
-    of the schema is left out, a null list item is its type's zero value ({}, [], "", 0, false)."""
+    of the schema is left out, a null list item (or map value) is its type's zero value ({}, [], "",
+    0, false), an integral float (`1.0`) the integer YAMLToJSON makes of it."""
     if isinstance(schema, dict) and isinstance(value, dict):
         return {k: zeroed(v, schema[k]) if k in schema else v for k, v in value.items() if v is not None or k not in schema}
     if isinstance(schema, list) and isinstance(value, list):
         return [_zero(schema[0]) if v is None else zeroed(v, schema[0]) for v in value]
+    if isinstance(schema, Map) and schema is not ANY and isinstance(value, dict):
+        return {k: _zero(schema.value) if v is None else zeroed(v, schema.value) for k, v in value.items()}
+    if isinstance(value, float) and _number(schema) and schema in _INTS:
+        return int(value)
     return value
 
 
 def _zero(schema: Any) -> Any:
-    return {} if isinstance(schema, dict) else [] if isinstance(schema, list) else schema()
+    if isinstance(schema, dict) or isinstance(schema, Map):
+        return {}
+    if isinstance(schema, list):
+        return []
+    if schema in (bool, "bool"):
+        return False
+    if _number(schema):
+        return 0
+    return ""
+
+
+class DecodeError(ValueError):
+    """What the strict decoder refuses in a file, in its words."""
+
+
+class Kind:
+    """A file kind as its component's scheme registers it: the versions it is decoded in, its kind
+    (also the Go struct a type error names at the top), the scheme's name (as a kind error quotes
+    it), and its schema (a Struct)."""
+
+    __slots__ = ("versions", "kind", "scheme", "schema")
+
+    def __init__(self, versions: str | tuple[str, ...], kind: str, scheme: str, schema: Struct) -> None:
+        self.versions = (versions,) if isinstance(versions, str) else versions
+        self.kind, self.scheme, self.schema = kind, scheme, schema
+
+
+def decode(text: str | bytes, kind: Kind, *, lenient: bool = False) -> tuple[dict, list[str]]:
+    """A configuration file decoded as the strict codec of its scheme decodes an object of `kind`:
+    its YAML (a syntax error), then decode_object's checks."""
+    try:
+        doc, repeated = load(text)
+    except yaml.YAMLError as e:
+        raise DecodeError(str(e)) from None
+    return decode_object(doc, repeated, text if isinstance(text, str) else text.decode(errors="replace"), kind,
+                         lenient=lenient)
+
+
+def decode_object(doc: Any, repeated: list[str], text: str, kind: Kind, *, lenient: bool = False) -> tuple[dict, list[str]]:
+    """A loaded document (`repeated`: load's errors for its repeated keys, `text`: the file) checked
+    as the strict codec does: its version and kind, the types of its fields (the first wrong one ends
+    the unmarshal), then its repeated keys and unknown fields, one strict decoding error. Returns the
+    object, its nulls as Go zeroes them, and the strict errors: [] unless `lenient` (where upstream
+    falls back to a lenient decoder and only logs them); DecodeError otherwise."""
+    if wrong := kind_error(doc, text, kind.versions, kind.kind, kind.scheme):
+        raise DecodeError(wrong)
+    if wrong := mistyped(doc, kind.schema, kind.schema.go.rpartition(".")[2]):
+        raise DecodeError(wrong)
+    strict = repeated + [f"unknown field {gofmt.quote(p)}" for p in unknown_fields(doc, kind.schema)
+                         if p not in ("apiVersion", "kind")]
+    if strict and not lenient:
+        raise DecodeError(strict_error(strict))
+    return zeroed(known(doc, kind.schema) if strict else doc, kind.schema), strict
+
+
+def known(value: Any, schema: Any) -> Any:
+    """`value` without the fields `schema` does not name, as a lenient decoder drops them."""
+    if isinstance(schema, dict) and isinstance(value, dict):
+        return {k: known(v, schema[k]) for k, v in value.items() if k in schema}
+    if isinstance(schema, list) and isinstance(value, list):
+        return [known(v, schema[0]) for v in value]
+    if isinstance(schema, Map) and schema is not ANY and isinstance(value, dict):
+        return {k: known(v, schema.value) for k, v in value.items()}
+    return value

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ..machinery import configfile, goduration
+from ..machinery.configfile import ANY, Kind, Map, Struct
 from ..machinery.validation import FieldError, Stringer, invalid
 from .detect_local import CLUSTER_CIDR, DetectLocal
 from .nodeport_addresses import PRIMARY
@@ -229,7 +230,7 @@ def to_v1alpha1(cfg: ProxyConfig) -> dict:
     loaded (defaulted, unknown fields dropped) with the settings run put back. The internal
     configuration holds one syncPeriod, minSyncPeriod and masqueradeAll, so only the mode's
     section gets them; the other modes' come out zero ("0s", false), as upstream writes them."""
-    out = {k: v for k, v in defaulted(cfg.document or {}).items() if k in _KNOWN}
+    out = dict(defaulted(cfg.document or {}))
     mode_section = cfg.mode if cfg.mode in ("nftables", "ipvs") else "iptables"
     masquerade_section = "nftables" if cfg.mode == "nftables" else "iptables"
     for name in ("iptables", "ipvs", "nftables"):
@@ -263,32 +264,33 @@ def dump(cfg: ProxyConfig) -> str:
     return yaml.safe_dump(to_v1alpha1(cfg), default_flow_style=False, sort_keys=True)
 
 
-_KNOWN = {
-    "apiVersion", "kind", "featureGates", "clientConnection", "logging", "hostnameOverride", "bindAddress",
-    "healthzBindAddress", "metricsBindAddress", "bindAddressHardFail", "enableProfiling",
-    "showHiddenMetricsForVersion", "mode", "iptables", "ipvs", "nftables", "winkernel", "detectLocalMode",
-    "detectLocal", "clusterCIDR", "nodePortAddresses", "oomScoreAdj", "conntrack", "configSyncPeriod", "portRange",
-    "windowsRunAsService",
-}
-
-
-#: the JSON types of the fields (configfile.mistyped's schema; qps, burst and nodePortAddresses are
-#: checked apart, after it, in their own words)
+#: the file's fields and their Go types (configfile's schema: v1alpha1's structs; logging, component-base's
+#: LoggingConfiguration, is kept as it is)
 _PERIODS = {"syncPeriod": str, "minSyncPeriod": str}
-_SCHEMA = {
-    "featureGates": {}, "logging": {}, "winkernel": {}, "hostnameOverride": str, "bindAddress": str,
-    "healthzBindAddress": str, "metricsBindAddress": str, "bindAddressHardFail": bool, "enableProfiling": bool,
-    "showHiddenMetricsForVersion": str, "mode": str, "detectLocalMode": str, "clusterCIDR": str, "oomScoreAdj": int,
+_SCHEMA = Struct("v1alpha1.KubeProxyConfiguration", {
+    "apiVersion": str, "kind": str, "featureGates": Map(bool), "logging": ANY, "hostnameOverride": str,
+    "bindAddress": str, "healthzBindAddress": str, "metricsBindAddress": str, "bindAddressHardFail": bool,
+    "enableProfiling": bool, "showHiddenMetricsForVersion": str, "mode": "v1alpha1.ProxyMode",
+    "detectLocalMode": "v1alpha1.LocalMode", "clusterCIDR": str, "nodePortAddresses": [str], "oomScoreAdj": int,
     "configSyncPeriod": str, "portRange": str, "windowsRunAsService": bool,
-    "clientConnection": {"kubeconfig": str, "acceptContentTypes": str, "contentType": str},
-    "iptables": {**_PERIODS, "masqueradeBit": int, "masqueradeAll": bool, "localhostNodePorts": bool},
-    "nftables": {**_PERIODS, "masqueradeBit": int, "masqueradeAll": bool},
-    "ipvs": {**_PERIODS, "scheduler": str, "excludeCIDRs": [str], "strictARP": bool, "tcpTimeout": str,
-             "tcpFinTimeout": str, "udpTimeout": str},
-    "detectLocal": {"bridgeInterface": str, "interfaceNamePrefix": str},
-    "conntrack": {"maxPerCore": int, "min": int, "tcpEstablishedTimeout": str, "tcpCloseWaitTimeout": str,
-                  "tcpBeLiberal": bool, "udpTimeout": str, "udpStreamTimeout": str},
-}
+    "clientConnection": Struct("v1alpha1.ClientConnectionConfiguration", {
+        "kubeconfig": str, "acceptContentTypes": str, "contentType": str, "qps": "float32", "burst": int}),
+    "iptables": Struct("v1alpha1.KubeProxyIPTablesConfiguration", {
+        **_PERIODS, "masqueradeBit": int, "masqueradeAll": bool, "localhostNodePorts": bool}),
+    "nftables": Struct("v1alpha1.KubeProxyNFTablesConfiguration", {**_PERIODS, "masqueradeBit": int, "masqueradeAll": bool}),
+    "ipvs": Struct("v1alpha1.KubeProxyIPVSConfiguration", {
+        **_PERIODS, "scheduler": str, "excludeCIDRs": [str], "strictARP": bool, "tcpTimeout": str, "tcpFinTimeout": str,
+        "udpTimeout": str}),
+    "winkernel": Struct("v1alpha1.KubeProxyWinkernelConfiguration", {
+        "networkName": str, "sourceVip": str, "enableDSR": bool, "rootHnsEndpointName": str,
+        "forwardHealthCheckVip": bool}),
+    "detectLocal": Struct("v1alpha1.DetectLocalConfiguration", {"bridgeInterface": str, "interfaceNamePrefix": str}),
+    "conntrack": Struct("v1alpha1.KubeProxyConntrackConfiguration", {
+        "maxPerCore": int, "min": int, "tcpEstablishedTimeout": str, "tcpCloseWaitTimeout": str, "tcpBeLiberal": bool,
+        "udpTimeout": str, "udpStreamTimeout": str}),
+})
+#: the file kind as kube-proxy's scheme decodes it
+FILE = Kind(API_VERSION, KIND, "pkg/proxy/apis/config/scheme/scheme.go:29", _SCHEMA)
 
 
 def load(path: str | Path) -> ProxyConfig:
@@ -298,29 +300,9 @@ def load(path: str | Path) -> ProxyConfig:
     except OSError as e:
         raise ConfigError(f"open {path}: {e.strerror.lower() if e.strerror else e}") from None
     try:
-        doc, strict = configfile.load(data)
-    except yaml.YAMLError as e:
+        doc, strict = configfile.decode(data, FILE, lenient=True)
+    except configfile.DecodeError as e:
         raise ConfigError(f"failed to decode: {e}") from None
-    if wrong := configfile.kind_error(doc, data, API_VERSION, KIND, "pkg/proxy/apis/config/scheme/scheme.go:29"):
-        raise ConfigError(f"failed to decode: {wrong}")
-    strict += [f'unknown field "{k}"' for k in sorted(doc.keys() - _KNOWN)]
     if strict:  # the strict decoder's error; the lenient v1alpha1 decoding goes on (the later key, no unknown ones)
         log.warning("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
-    if wrong := configfile.mistyped(doc, _SCHEMA, KIND):  # (fuzz62: `min: {a: 1}` and such were tracebacks)
-        raise ConfigError(f"failed to decode: {wrong}")
-    addresses = doc.get("nodePortAddresses")
-    if isinstance(addresses, list):  # a null item is Go's "" (which validation then refuses)
-        addresses = doc["nodePortAddresses"] = ["" if a is None else a for a in addresses]
-    if addresses is not None and (not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses)):
-        bad = addresses if not isinstance(addresses, list) else next(a for a in addresses if not isinstance(a, str))
-        of = "[]string" if bad is addresses else "string"
-        raise ConfigError(f"failed to decode: json: cannot unmarshal {configfile.json_type(bad)} into Go struct field "
-                          f"{KIND}.nodePortAddresses of type {of}")
-    for key, go_type in (("qps", "float32"), ("burst", "int32")):
-        v = (doc.get("clientConnection") or {}).get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int if key == "burst" else (int, float))):
-            # (a number that does not fit an integer is named with its value, as Go's decoder does)
-            what = f"number {v}" if isinstance(v, float) else configfile.json_type(v)
-            raise ConfigError(f"failed to decode: json: cannot unmarshal {what} into Go struct field "
-                              f"{KIND}.clientConnection.{key} of type {go_type}")
-    return from_v1alpha1(configfile.zeroed(doc, _SCHEMA))  # (a null section is Go's zero one)
+    return from_v1alpha1(doc)

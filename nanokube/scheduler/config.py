@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from ..client.leaderelection import LeaderElectionConfig
-from ..machinery import configfile, goduration
+from ..machinery import configfile, goduration, gofmt
+from ..machinery.configfile import ANY, Kind, Map, Struct
 from ..machinery.validation import invalid, not_supported
 from . import plugins as registry
 from .framework import Profile
@@ -38,11 +39,6 @@ POINTS = {
     "bind": ("bind", "BindPlugin"),
     "postBind": ("post_bind", "PostBindPlugin"),
 }
-_TOP_FIELDS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "healthzBindAddress",
-               "metricsBindAddress", "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
-               "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"}
-_PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
-_SET_FIELDS = {"enabled", "disabled"}
 _STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
 _LABEL_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                          r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -56,34 +52,61 @@ _LEADER_ELECTION_DEFAULTS = {"leaderElect": _LE.leader_elect, "leaseDuration": f
 _CLIENT_CONNECTION_DEFAULTS = {"kubeconfig": "", "acceptContentTypes": "",
                                "contentType": "application/vnd.kubernetes.protobuf", "qps": 50, "burst": 100}
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-#: the JSON types of the file's fields (configfile.mistyped's schema; qps and burst are checked apart:
-#: qps takes a fraction) and of the args of the plugins whose args are decoded here
-_PLUGINS = {"enabled": [{"name": str, "weight": int}], "disabled": [{"name": str, "weight": int}]}
-_SCHEMA = {
-    "parallelism": int, "healthzBindAddress": str, "metricsBindAddress": str, "enableProfiling": bool,
-    "enableContentionProfiling": bool, "percentageOfNodesToScore": int, "podInitialBackoffSeconds": int,
-    "podMaxBackoffSeconds": int, "delayCacheUntilActive": bool, "extenders": [{}],
-    "leaderElection": {"leaderElect": bool, "leaseDuration": str, "renewDeadline": str, "retryPeriod": str,
-                       "resourceLock": str, "resourceName": str, "resourceNamespace": str},
-    "clientConnection": {"kubeconfig": str, "acceptContentTypes": str, "contentType": str},
-    "profiles": [{"schedulerName": str, "percentageOfNodesToScore": int,
-                  "plugins": {point: _PLUGINS for point in (*POINTS, "multiPoint")},
-                  "pluginConfig": [{"name": str, "args": {}}]}],
-}
-_RESOURCES = [{"name": str, "weight": int}]
-_SHAPE = [{"utilization": int, "score": int}]
+#: the file's fields and their Go types (configfile's schema; the inline DebuggingConfiguration's at
+#: the top), and the args of the plugins whose args the scheme decodes, by plugin name
+_PLUGIN = Struct("v1.Plugin", {"name": str, "weight": int})
+_PLUGIN_SET = Struct("v1.PluginSet", {"enabled": [_PLUGIN], "disabled": [_PLUGIN]})
+_TLS = Struct("v1.ExtenderTLSConfig", {"insecure": bool, "serverName": str, "certFile": str, "keyFile": str,
+                                        "caFile": str, "certData": str, "keyData": str, "caData": str})
+_EXTENDER = Struct("v1.Extender", {
+    "urlPrefix": str, "filterVerb": str, "preemptVerb": str, "prioritizeVerb": str, "weight": "int64",
+    "bindVerb": str, "enableHTTPS": bool, "tlsConfig": _TLS, "httpTimeout": str, "nodeCacheCapable": bool,
+    "managedResources": [Struct("v1.ExtenderManagedResource", {"name": str, "ignoredByScheduler": bool})],
+    "ignorable": bool})
+KIND_SCHEMA = Struct("v1.KubeSchedulerConfiguration", {
+    "apiVersion": str, "kind": str, "parallelism": int, "healthzBindAddress": str, "metricsBindAddress": str,
+    "enableProfiling": bool, "enableContentionProfiling": bool, "percentageOfNodesToScore": int,
+    "podInitialBackoffSeconds": "int64", "podMaxBackoffSeconds": "int64", "delayCacheUntilActive": bool,
+    "extenders": [_EXTENDER],
+    "leaderElection": Struct("v1alpha1.LeaderElectionConfiguration", {
+        "leaderElect": bool, "leaseDuration": str, "renewDeadline": str, "retryPeriod": str, "resourceLock": str,
+        "resourceName": str, "resourceNamespace": str}),
+    "clientConnection": Struct("v1alpha1.ClientConnectionConfiguration", {
+        "kubeconfig": str, "acceptContentTypes": str, "contentType": str, "qps": "float32", "burst": int}),
+    "profiles": [Struct("v1.KubeSchedulerProfile", {
+        "schedulerName": str, "percentageOfNodesToScore": int,
+        "plugins": Struct("v1.Plugins", {point: _PLUGIN_SET for point in (*POINTS, "multiPoint")}),
+        "pluginConfig": [Struct("v1.PluginConfig", {"name": str, "args": ANY})]})],
+})
+#: the file kind as kube-scheduler's scheme (pkg/scheduler/apis/config/scheme) decodes it
+FILE = Kind(API_VERSION, KIND, "pkg/scheduler/apis/config/scheme/scheme.go:29", KIND_SCHEMA)
+_TYPE_META = {"apiVersion": str, "kind": str}
+_RESOURCES = [Struct("v1.ResourceSpec", {"name": str, "weight": "int64"})]
+_SHAPE = [Struct("v1.UtilizationShapePoint", {"utilization": int, "score": int})]
+_SELECTOR = Struct("v1.LabelSelector", {"matchLabels": Map(str), "matchExpressions": [Struct(
+    "v1.LabelSelectorRequirement", {"key": str, "operator": "v1.LabelSelectorOperator", "values": [str]})]})
 _ARG_SCHEMAS = {
-    "NodeResourcesFit": {"ignoredResources": [str], "ignoredResourceGroups": [str], "scoringStrategy": {
-        "type": str, "resources": _RESOURCES, "requestedToCapacityRatio": {"shape": _SHAPE}}},
-    "NodeResourcesBalancedAllocation": {"resources": _RESOURCES},
-    "PodTopologySpread": {"defaultingType": str, "defaultConstraints": [{
-        "maxSkew": int, "topologyKey": str, "whenUnsatisfiable": str, "labelSelector": {}, "minDomains": int,
-        "nodeAffinityPolicy": str, "nodeTaintsPolicy": str, "matchLabelKeys": [str]}]},
-    "InterPodAffinity": {"hardPodAffinityWeight": int, "ignorePreferredTermsOfExistingPods": bool},
-    "DefaultPreemption": {"minCandidateNodesPercentage": int, "minCandidateNodesAbsolute": int},
-    "VolumeBinding": {"bindTimeoutSeconds": int, "shape": _SHAPE},
-    "DynamicResources": {"filterTimeout": str, "bindingTimeout": str},
-    "NodeAffinity": {"addedAffinity": {}},
+    "NodeResourcesFit": Struct("v1.NodeResourcesFitArgs", {
+        **_TYPE_META, "ignoredResources": [str], "ignoredResourceGroups": [str],
+        "scoringStrategy": Struct("v1.ScoringStrategy", {
+            "type": "v1.ScoringStrategyType", "resources": _RESOURCES,
+            "requestedToCapacityRatio": Struct("v1.RequestedToCapacityRatioParam", {"shape": _SHAPE})})}),
+    "NodeResourcesBalancedAllocation": Struct("v1.NodeResourcesBalancedAllocationArgs",
+                                              {**_TYPE_META, "resources": _RESOURCES}),
+    "PodTopologySpread": Struct("v1.PodTopologySpreadArgs", {
+        **_TYPE_META, "defaultingType": "v1.PodTopologySpreadConstraintsDefaulting",
+        "defaultConstraints": [Struct("v1.TopologySpreadConstraint", {
+            "maxSkew": int, "topologyKey": str, "whenUnsatisfiable": "v1.UnsatisfiableConstraintAction",
+            "labelSelector": _SELECTOR, "minDomains": int, "nodeAffinityPolicy": "v1.NodeInclusionPolicy",
+            "nodeTaintsPolicy": "v1.NodeInclusionPolicy", "matchLabelKeys": [str]})]}),
+    "InterPodAffinity": Struct("v1.InterPodAffinityArgs", {
+        **_TYPE_META, "hardPodAffinityWeight": int, "ignorePreferredTermsOfExistingPods": bool}),
+    "DefaultPreemption": Struct("v1.DefaultPreemptionArgs", {
+        **_TYPE_META, "minCandidateNodesPercentage": int, "minCandidateNodesAbsolute": int}),
+    "VolumeBinding": Struct("v1.VolumeBindingArgs", {**_TYPE_META, "bindTimeoutSeconds": "int64", "shape": _SHAPE}),
+    "DynamicResources": Struct("v1.DynamicResourcesArgs", {**_TYPE_META, "filterTimeout": str, "bindingTimeout": str}),
+    "NodeAffinity": Struct("v1.NodeAffinityArgs", {**_TYPE_META, "addedAffinity": Struct("v1.NodeAffinity", {
+        "requiredDuringSchedulingIgnoredDuringExecution": ANY, "preferredDuringSchedulingIgnoredDuringExecution": ANY})}),
 }
 
 
@@ -111,26 +134,19 @@ class SchedulerConfig:
 
 
 def load(path: str | Path) -> SchedulerConfig:
+    """The file at `path`, decoded and validated as kube-scheduler's loadConfig does."""
+    text = Path(path).read_text()
     try:
-        doc, strict = configfile.load(Path(path).read_text())
+        doc, repeated = configfile.load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"couldn't decode {path}: {e}") from None
-    return parse(doc or {}, strict)
+        raise ConfigError(str(e)) from None
+    return parse(doc, repeated, text)
 
 
-def parse(doc: dict, strict: list[str] | None = None) -> SchedulerConfig:
-    """Decodes, defaults and validates one KubeSchedulerConfiguration object; `strict` holds what the
-    strict decoder said of the file's repeated keys, reported with its unknown fields."""
-    if not isinstance(doc, dict):
-        raise ConfigError("couldn't decode the configuration: not an object")
-    version, kind = doc.get("apiVersion", ""), doc.get("kind", "")
-    if version != API_VERSION or kind != KIND:
-        raise ConfigError(f'no kind "{kind}" is registered for version "{version}"')
-    _strict(doc, strict or [])
-    doc = configfile.zeroed(doc, _SCHEMA)
-    for pc in (pc for prof in doc.get("profiles") or () for pc in prof.get("pluginConfig") or ()):
-        if isinstance(pc.get("args"), dict) and pc.get("name") in _ARG_SCHEMAS:
-            pc["args"] = configfile.zeroed(pc["args"], _ARG_SCHEMAS[pc["name"]])
+def parse(doc: dict, repeated: list[str] | None = None, text: str = "") -> SchedulerConfig:
+    """Decodes, defaults and validates one KubeSchedulerConfiguration object; `repeated` holds what
+    the strict decoder said of the file's repeated keys (`text`)."""
+    doc = _decoded(doc, repeated or [], text)
     cfg = _defaulted(doc)
     errors = _validate(cfg)
     profiles = []
@@ -154,36 +170,32 @@ def parse(doc: dict, strict: list[str] | None = None) -> SchedulerConfig:
 
 # --- decoding and defaults ------------------------------------------------------------
 
-def _strict(doc: dict, repeated: list[str]) -> None:
-    """The decoder's errors: a field of another JSON type first (it ends the unmarshal), then the
-    repeated and unknown fields together."""
-    wrong = configfile.mistyped(doc, _SCHEMA, KIND)
-    configs = [] if wrong else [(f"{KIND}.profiles[{i}].pluginConfig[{j}].args", c) for i, prof in
-                                enumerate(doc.get("profiles") or []) for j, c in enumerate((prof or {}).get("pluginConfig") or [])
-                                if c and c.get("args") is not None and c.get("name") in _ARG_SCHEMAS]
-    wrong = wrong or next((w for path, c in configs if (w := configfile.mistyped(c["args"], _ARG_SCHEMAS[c["name"]], path))),
-                          None)
-    if wrong:
-        raise ConfigError(wrong)
-    unknown = [f for f in doc if f not in _TOP_FIELDS]
-    unknown += [f"leaderElection.{f}" for f in doc.get("leaderElection") or {} if f not in _LEADER_ELECTION_DEFAULTS]
-    conn = doc.get("clientConnection") or {}
-    unknown += [f"clientConnection.{f}" for f in conn if f not in _CLIENT_CONNECTION_DEFAULTS]
-    for i, prof in enumerate(doc.get("profiles") or []):
-        unknown += [f"profiles[{i}].{f}" for f in prof or {} if f not in _PROFILE_FIELDS]
-        for point, ps in ((prof or {}).get("plugins") or {}).items():
-            if point not in POINTS and point != "multiPoint":
-                unknown.append(f"profiles[{i}].plugins.{point}")
+def _decoded(doc: dict, repeated: list[str], text: str) -> dict:
+    """The file's object as the scheme's codec decodes it: the object's own checks (configfile's), then
+    the args of each plugin the scheme knows, decoded apart (DecodeNestedObjects): a type error there
+    ends the decoding, named by its place; the args' unknown fields join the file's strict errors."""
+    try:
+        doc, strict = configfile.decode_object(doc, repeated, text, FILE, lenient=True)
+    except configfile.DecodeError as e:
+        raise ConfigError(str(e)) from None
+    for i, prof in enumerate(doc.get("profiles") or ()):
+        for j, pc in enumerate(prof.get("pluginConfig") or ()):
+            schema = _ARG_SCHEMAS.get(pc.get("name"))
+            if schema is None or pc.get("args") is None:
                 continue
-            unknown += [f"profiles[{i}].plugins.{point}.{f}" for f in ps or {} if f not in _SET_FIELDS]
-    for f, go_type in (("qps", "float32"), ("burst", "int32")):  # (a type error ends the unmarshal: first)
-        v = conn.get(f)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int if f == "burst" else (int, float))):
-            what = {str: "string", dict: "object", list: "array", bool: "bool"}.get(type(v), f"number {v}")
-            raise ConfigError(f"json: cannot unmarshal {what} into Go struct field "
-                              f"ClientConnectionConfiguration.clientConnection.{f} of type {go_type}")
-    if repeated or unknown:
-        raise ConfigError(configfile.strict_error(repeated + [f'unknown field "{f}"' for f in unknown]))
+            where = f"decoding .profiles[{i}].pluginConfig[{j}]: decoding args for plugin {pc['name']}"
+            args = pc["args"]
+            wrong = configfile.kind_error(args, "", (API_VERSION, ""), pc["name"] + "Args", FILE.scheme) \
+                if not isinstance(args, dict) else configfile.mistyped(args, schema, schema.go.rpartition(".")[2])
+            if wrong:
+                raise ConfigError(f"{where}: {wrong}")
+            unknown = [f"unknown field {gofmt.quote(p)}" for p in configfile.unknown_fields(args, schema)]
+            if unknown:
+                strict.append(f"decoding args for plugin {pc['name']}: {configfile.strict_error(unknown)}")
+            pc["args"] = configfile.zeroed(args, schema)
+    if strict:
+        raise ConfigError(configfile.strict_error(strict))
+    return doc
 
 
 def _defaulted(doc: dict) -> dict:

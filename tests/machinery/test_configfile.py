@@ -81,4 +81,4 @@ def test_a_syntax_error_is_go_yamls_one_line(text, want, tmp_path):
     path.write_text(text)
     with pytest.raises(scheduler_config.ConfigError) as e:
         scheduler_config.load(path)
-    assert str(e.value) == f"couldn't decode {path}: error converting YAML to JSON: {want}"
+    assert str(e.value) == f"error converting YAML to JSON: {want}"

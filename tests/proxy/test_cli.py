@@ -195,23 +195,23 @@ def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_error
     ("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n",
      'failed to decode: no kind "KubeletConfiguration" is registered for version "kubeproxy.config.k8s.io/v1alpha1"'),
     (HEAD + "nftables: {syncPeriod: 30}\n", "failed to decode: json: cannot unmarshal number into Go struct field "
-                                         "KubeProxyConfiguration.nftables.syncPeriod of type string"),
+                                         "KubeProxyNFTablesConfiguration.nftables.syncPeriod of type string"),
     # (fuzz62: a field of another JSON type outside the sections checked before was a traceback)
     (HEAD + "conntrack: {min: {a: 1}}\n", "failed to decode: json: cannot unmarshal object into Go struct field "
-                                          "KubeProxyConfiguration.conntrack.min of type int32"),
+                                          "KubeProxyConntrackConfiguration.conntrack.min of type int32"),
     (HEAD + "nftables: {syncPeriod: 30x}\n", 'failed to decode: time: unknown unit "x" in duration "30x"'),
     # a section of another type, and a document that is no object: encoding/json's type names, as the kubelet's
     (HEAD + "iptables: fast\n", "failed to decode: json: cannot unmarshal string into Go struct field "
-                                "KubeProxyConfiguration.iptables of type object"),
+                                "KubeProxyConfiguration.iptables of type v1alpha1.KubeProxyIPTablesConfiguration"),
     ("- 1\n", "failed to decode: couldn't get version/kind; json parse error: json: cannot unmarshal array into "
               "Go value of type struct {{ APIVersion string"),
     ("", "failed to decode: Object 'Kind' is missing in ''"),
     (HEAD + "clientConnection: {qps: fast}\n", "failed to decode: json: cannot unmarshal string into Go struct "
-                                               "field KubeProxyConfiguration.clientConnection.qps of type float32"),
+                                               "field ClientConnectionConfiguration.clientConnection.qps of type float32"),
     (HEAD + "nodePortAddresses: [1]\n", "failed to decode: json: cannot unmarshal number into Go struct "
                                       "field KubeProxyConfiguration.nodePortAddresses of type string"),
     (HEAD + "clientConnection: {burst: 1.5}\n", "failed to decode: json: cannot unmarshal number 1.5 into Go "
-                                                 "struct field KubeProxyConfiguration.clientConnection.burst of type int32"),
+                                                 "struct field ClientConnectionConfiguration.clientConnection.burst of type int32"),
     (HEAD + "nodePortAddresses: primary\n", "failed to decode: json: cannot unmarshal string into Go struct "
                                             "field KubeProxyConfiguration.nodePortAddresses of type []string"),
 ])

@@ -124,12 +124,12 @@ def test_most_allocated_profile_packs_pods():
                                                         "ClientConnectionConfiguration.clientConnection.qps of type float32")),
     # (fuzz62: a field of another JSON type was a TypeError out of the defaulting, a traceback from `up`)
     ({"profiles": [{"schedulerName": "a", "pluginConfig": True}]}, (
-        "json: cannot unmarshal bool into Go struct field KubeSchedulerConfiguration.profiles[0].pluginConfig of type array")),
+        "json: cannot unmarshal bool into Go struct field KubeSchedulerProfile.profiles.pluginConfig of type []v1.PluginConfig")),
     ({"profiles": [None, {"pluginConfig": [None, {"name": "NodeResourcesFit", "args": {"scoringStrategy": [1]}}]}]}, (
-        "json: cannot unmarshal array into Go struct field KubeSchedulerConfiguration.profiles[1].pluginConfig[1].args."
-        "scoringStrategy of type object")),
+        "decoding .profiles[1].pluginConfig[1]: decoding args for plugin NodeResourcesFit: json: cannot unmarshal array "
+        "into Go struct field NodeResourcesFitArgs.scoringStrategy of type v1.ScoringStrategy")),
     ({"leaderElection": {"leaseDuration": 15}, "foo": 1}, (
-        "json: cannot unmarshal number into Go struct field KubeSchedulerConfiguration.leaderElection.leaseDuration "
+        "json: cannot unmarshal number into Go struct field LeaderElectionConfiguration.leaderElection.leaseDuration "
         "of type string")),
 ])
 def test_validation_messages(fields, want):
@@ -148,7 +148,7 @@ def test_wrong_version_and_bad_yaml(tmp_path):
         parse({**HEAD, "apiVersion": "kubescheduler.config.k8s.io/v2"})
     f = tmp_path / "bad.yaml"
     f.write_text("profiles: [")
-    with pytest.raises(ConfigError, match="couldn't decode"):
+    with pytest.raises(ConfigError, match="^error converting YAML to JSON: yaml: line 1: did not find expected node content$"):
         load(f)
 
 
@@ -169,6 +169,45 @@ def test_a_repeated_key_is_a_strict_decoding_error_and_stops_up(tmp_path, capsys
     assert main(["up", "--data-dir", str(tmp_path / "d"), "--scheduler-config", str(f)]) == 2
     assert capsys.readouterr().err == f"nanokube: --scheduler-config: {want}\n"
     assert not (tmp_path / "d").exists()
+
+@pytest.mark.parametrize("body, want", [
+    # (the shape of a kube-scheduler report: the innermost struct, the JSON field names, the Go type)
+    ("profiles:\n- schedulerName: a\n  pluginConfig: {name: NodeResourcesFit}\n",
+     "json: cannot unmarshal object into Go struct field KubeSchedulerProfile.profiles.pluginConfig of type "
+     "[]v1.PluginConfig"),
+    ("profiles:\n- plugins: {score: {enabled: [{name: A, weight: x}]}}\n",
+     "json: cannot unmarshal string into Go struct field Plugin.profiles.plugins.score.enabled.weight of type int32"),
+    ("podMaxBackoffSeconds: 1.5\n",
+     "json: cannot unmarshal number 1.5 into Go struct field KubeSchedulerConfiguration.podMaxBackoffSeconds of type int64"),
+    ("percentageOfNodeToScore: 100\n", 'strict decoding error: unknown field "percentageOfNodeToScore"'),
+    ("profiles:\n- plugins: {score: {enabled: [{name: A, wieght: 2}]}}\n",
+     'strict decoding error: unknown field "profiles[0].plugins.score.enabled[0].wieght"'),
+    # a known plugin's args are decoded apart: their unknown fields join the file's, their type errors end it
+    ("profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {resourcess: []}}\n",
+     'strict decoding error: decoding args for plugin NodeResourcesFit: strict decoding error: unknown field '
+     '"scoringStrategy.resourcess"'),
+    ("profiles:\n- pluginConfig:\n  - name: VolumeBinding\n    args: [1]\n",
+     "decoding .profiles[0].pluginConfig[0]: decoding args for plugin VolumeBinding: couldn't get version/kind; json "
+     "parse error: json: cannot unmarshal array into Go value of type struct { APIVersion string "
+     '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'),
+    ("kind: KubeSchedulerConfiguration\n", "Object 'apiVersion' is missing in 'kind: KubeSchedulerConfiguration'"),
+])
+def test_a_mistaken_file_stops_up_with_kube_schedulers_words(body, want, tmp_path, capsys):
+    from nanokube.cli import main
+
+    f = tmp_path / "sched.yaml"
+    f.write_text(("" if body.startswith("kind:") else
+                  "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n") + body)
+    assert main(["up", "--data-dir", str(tmp_path / "d"), "--scheduler-config", str(f)]) == 2
+    assert capsys.readouterr().err == f"nanokube: --scheduler-config: {want}\n"
+
+
+def test_a_version_the_scheme_does_not_register_names_kube_schedulers_scheme():
+    with pytest.raises(ConfigError) as e:
+        parse({**HEAD, "apiVersion": "kubescheduler.config.k8s.io/v1beta3"})
+    assert str(e.value) == ('no kind "KubeSchedulerConfiguration" is registered for version '
+                            '"kubescheduler.config.k8s.io/v1beta3" in scheme "pkg/scheduler/apis/config/scheme/scheme.go:29"')
+
 
 async def test_scheduler_runs_every_configured_profile():
     from nanokube.scheduler.scheduler import Scheduler

@@ -326,7 +326,7 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         (("--scheduler-config", str(tmp_path / "nope.yaml")),
          f"{tmp_path / 'nope.yaml'}: cannot read: No such file or directory"),
         (("--scheduler-config", str(tmp_path / "cluster.yaml")),
-         f'{tmp_path / "cluster.yaml"}: no kind "" is registered for version ""'),
+         f"{tmp_path / 'cluster.yaml'}: Object 'Kind' is missing in 'pools:"),
         # a traceback from the controller manager's start, inside the run
         (("--controllers", "job,bogus"), '--controllers: "bogus" is not in the list of known controllers'),
     ]:
