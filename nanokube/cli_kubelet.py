@@ -15,8 +15,13 @@ callers the API server vouches for (kubelet_auth.py), with a self-signed certifi
 once an admin approved its request. `--config` reads a KubeletConfiguration (node/kubelet_config.py):
 its authentication (clientCAFile, token webhook, anonymous) and authorization mode guard that port,
 its readOnlyPort and healthzPort serve over HTTP, maxPods is the node's pods capacity, each flag
-given overriding its field as upstream's flag precedence does; /configz shows the merged
-configuration. SIGTERM or SIGINT stops it cleanly."""
+given overriding its field as upstream's flag precedence does (and, as upstream's, saying that the
+flag is deprecated in favour of the file); without --config the flags go over the command line's
+legacy defaults, not v1beta1's: anonymous requests allowed, no token webhook, AlwaysAllow, the
+read-only port 10255 open. /configz shows the merged configuration. registerNode false leaves the
+Node to an admin (the kubelet waits for it); registerWithTaints taints the Node it registers;
+staticPodPath's manifests run as static pods published as mirror pods (node/static_pods.py);
+evictionHard's thresholds are the node's eviction manager's. SIGTERM or SIGINT stops it cleanly."""
 
 from __future__ import annotations
 
@@ -83,32 +88,79 @@ def add_parser(sub) -> None:
     p.add_argument("--root-dir", default="", metavar="DIR",
                    help="where the kubelet keeps its state, the process runtime's (default: beside --kubeconfig)")
     component_server.add_arguments(p, SECURE_PORT)
-    c = p.add_argument_group("kubelet configuration (each flag given overrides --config's field)")
+    c = p.add_argument_group("kubelet configuration (each flag given overrides --config's field; as upstream's, each "
+                             "is deprecated in favour of the file, and says so when given)")
     c.add_argument("--config", default="", metavar="FILE",
                    help="a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; its unset fields take "
-                        "v1beta1's defaults (authorization Webhook, anonymous off, healthzPort 10248)")
-    c.add_argument("--port", dest="secure_port", type=int, metavar="PORT", help="port: as --secure-port")
-    c.add_argument("--address", dest="bind_address", metavar="IP", help="address: as --bind-address")
-    c.add_argument("--read-only-port", type=int, metavar="PORT",
-                   help="readOnlyPort: a port serving the read-only endpoints (/healthz, /pods, /stats, /metrics, "
-                        "/spec) over HTTP to anyone (default 0: none)")
-    c.add_argument("--healthz-port", type=int, metavar="PORT",
-                   help="healthzPort: /healthz over HTTP at --healthz-bind-address (default 0 without --config: none)")
-    c.add_argument("--healthz-bind-address", metavar="IP", help="healthzBindAddress (default 127.0.0.1)")
-    c.add_argument("--max-pods", type=int, metavar="N", help="maxPods: the node's pods capacity (default: the pool's)")
-    c.add_argument("--anonymous-auth", type=_go_bool, nargs="?", const=True, metavar="BOOL",
-                   help="authentication.anonymous.enabled: a request without credentials is system:anonymous's "
-                        "(default true without --config), else refused 401")
-    c.add_argument("--authentication-token-webhook", type=_go_bool, nargs="?", const=True, metavar="BOOL",
-                   help="authentication.webhook.enabled: bearer tokens checked with a TokenReview (default true)")
-    c.add_argument("--client-ca-file", metavar="FILE",
-                   help="authentication.x509.clientCAFile: the CA of the client certificates accepted (default "
-                        "without --config: the kubeconfig's cluster CA)")
-    c.add_argument("--authorization-mode", metavar="MODE",
-                   help="authorization.mode: Webhook (a SubjectAccessReview per request, the default) or AlwaysAllow")
-    c.add_argument("--cluster-dns", metavar="IP,...", help="clusterDNS: the DNS servers' IPs, comma-separated")
-    c.add_argument("--cluster-domain", metavar="DOMAIN", help="clusterDomain")
+                        "v1beta1's defaults (authorization Webhook, anonymous off, readOnlyPort 0), where a kubelet "
+                        "without one starts from the command line's (AlwaysAllow, anonymous on, readOnlyPort 10255)")
+    config_flag = partial(c.add_argument, action=_ConfigFlag)
+    config_flag("--port", dest="secure_port", type=int, metavar="PORT", help="port: as --secure-port")
+    config_flag("--address", dest="bind_address", metavar="IP", help="address: as --bind-address")
+    config_flag("--read-only-port", type=int, metavar="PORT",
+                help="readOnlyPort: a port serving the read-only endpoints (/healthz, /pods, /stats, /metrics, "
+                     "/spec) over HTTP to anyone (default 10255 without --config, 0 with one; 0: none)")
+    config_flag("--healthz-port", type=int, metavar="PORT",
+                help="healthzPort: /healthz over HTTP at --healthz-bind-address (default 10248; 0: none)")
+    config_flag("--healthz-bind-address", metavar="IP", help="healthzBindAddress (default 127.0.0.1)")
+    config_flag("--max-pods", type=int, metavar="N",
+                help="maxPods: the node's pods capacity (default: the file's, 110, or without --config the pool's)")
+    config_flag("--anonymous-auth", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                help="authentication.anonymous.enabled: a request without credentials is system:anonymous's "
+                     "(default true without --config, false with one), else refused 401")
+    config_flag("--authentication-token-webhook", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                help="authentication.webhook.enabled: bearer tokens checked with a TokenReview (default false "
+                     "without --config, true with one)")
+    config_flag("--client-ca-file", metavar="FILE",
+                help="authentication.x509.clientCAFile: the CA of the client certificates accepted (default "
+                     "without --config: the kubeconfig's cluster CA)")
+    config_flag("--authorization-mode", metavar="MODE",
+                help="authorization.mode: Webhook (a SubjectAccessReview per request) or AlwaysAllow (default "
+                     "AlwaysAllow without --config, Webhook with one)")
+    config_flag("--cluster-dns", metavar="IP,...", help="clusterDNS: the DNS servers' IPs, comma-separated")
+    config_flag("--cluster-domain", metavar="DOMAIN", help="clusterDomain")
+    config_flag("--register-node", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                help="registerNode: create the node's Node (default true); false: an admin creates it, and the "
+                     "kubelet waits for it")
+    config_flag("--register-with-taints", metavar="KEY=VALUE:EFFECT,...",
+                help="registerWithTaints: taints the node registers with, over its pool's (none if it does not "
+                     "register)")
+    config_flag("--pod-manifest-path", dest="static_pod_path", metavar="PATH",
+                help="staticPodPath: a directory of static pod manifests (or one manifest file) the kubelet runs, "
+                     "each published as a mirror pod named <name>-<node>")
+    config_flag("--file-check-frequency", type=_duration("--file-check-frequency"), metavar="DURATION",
+                help="fileCheckFrequency: how often the static pod manifests are read again (default 20s; a file "
+                     "added, changed or removed is noticed within a second)")
+    config_flag("--eviction-hard", metavar="SIGNAL<VALUE,...",
+                help="evictionHard: the hard eviction thresholds (default memory.available<100Mi,nodefs.available<10%%,"
+                     "nodefs.inodesFree<5%%,imagefs.available<15%%,imagefs.inodesFree<5%%), replacing them all; the "
+                     "simulated node observes memory.available, nodefs.available and pid.available")
     p.set_defaults(secure_port=None, bind_address=None)
+
+
+#: what upstream's kubelet says of each KubeletConfiguration flag given (pflag's deprecation notice)
+DEPRECATED = ("This parameter should be set via the config file specified by the Kubelet's --config flag. See "
+              "https://kubernetes.io/docs/tasks/administer-cluster/kubelet-config-file/ for more information.")
+
+
+class _ConfigFlag(argparse.Action):
+    """A flag of a KubeletConfiguration field: stored, and its deprecation printed as it is parsed."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"Flag {option_string} has been deprecated, {DEPRECATED}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _duration(flag: str):
+    def parse(text: str) -> str:
+        from .machinery import goduration
+
+        try:
+            goduration.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text
+    return parse
 
 
 def _go_bool(text: str) -> bool:
@@ -120,50 +172,56 @@ def _go_bool(text: str) -> bool:
     return BOOLS[text]
 
 
-#: flag (its dest) -> the KubeletConfiguration field it overrides, and its value with no --config
+#: flag (its dest) -> the KubeletConfiguration field it overrides
 _FIELDS = (
-    ("bind_address", ("address",), "0.0.0.0"),
-    ("secure_port", ("port",), SECURE_PORT),
-    ("read_only_port", ("readOnlyPort",), 0),
-    ("healthz_port", ("healthzPort",), 0),
-    ("healthz_bind_address", ("healthzBindAddress",), "127.0.0.1"),
-    ("max_pods", ("maxPods",), None),
-    ("rotate_certificates", ("rotateCertificates",), False),
-    ("rotate_server_certificates", ("serverTLSBootstrap",), False),
-    ("anonymous_auth", ("authentication", "anonymous", "enabled"), True),
-    ("authentication_token_webhook", ("authentication", "webhook", "enabled"), True),
-    ("client_ca_file", ("authentication", "x509", "clientCAFile"), ""),
-    ("authorization_mode", ("authorization", "mode"), "Webhook"),
-    ("cluster_dns", ("clusterDNS",), None),
-    ("cluster_domain", ("clusterDomain",), ""),
+    ("bind_address", ("address",)),
+    ("secure_port", ("port",)),
+    ("read_only_port", ("readOnlyPort",)),
+    ("healthz_port", ("healthzPort",)),
+    ("healthz_bind_address", ("healthzBindAddress",)),
+    ("max_pods", ("maxPods",)),
+    ("rotate_certificates", ("rotateCertificates",)),
+    ("rotate_server_certificates", ("serverTLSBootstrap",)),
+    ("anonymous_auth", ("authentication", "anonymous", "enabled")),
+    ("authentication_token_webhook", ("authentication", "webhook", "enabled")),
+    ("client_ca_file", ("authentication", "x509", "clientCAFile")),
+    ("authorization_mode", ("authorization", "mode")),
+    ("cluster_dns", ("clusterDNS",)),
+    ("cluster_domain", ("clusterDomain",)),
+    ("register_node", ("registerNode",)),
+    ("register_with_taints", ("registerWithTaints",)),
+    ("static_pod_path", ("staticPodPath",)),
+    ("file_check_frequency", ("fileCheckFrequency",)),
+    ("eviction_hard", ("evictionHard",)),
 )
 
 
 def configure(args: argparse.Namespace) -> dict:
-    """The kubelet's flag precedence: each flag given over --config's field (a flag not given takes
-    the file's value, or without --config its own default), set on `args`; featureGates merged gate
-    by gate, the flag's winning. Returns the configuration /configz reports (the address and port
-    alone without --config);
-    kubelet_config.ConfigError for a file or configuration the kubelet refuses."""
+    """The kubelet's flag precedence: each flag given over --config's field, or without --config
+    over the command line's defaults (kubelet_config.flag_defaults), set on `args`; featureGates
+    merged gate by gate, the flag's winning. Returns the configuration /configz reports (without
+    --config and --max-pods, its maxPods the node's pool's); kubelet_config.ConfigError for a file
+    or configuration the kubelet refuses."""
     from .machinery import featuregates
     from .node import kubelet_config
 
-    cfg = kubelet_config.load(args.config) if args.config else None
+    cfg = kubelet_config.load(args.config) if args.config else kubelet_config.flag_defaults()
+    pools_pods = not args.config and args.max_pods is None
     if args.cluster_dns is not None:
         args.cluster_dns = [ip for ip in args.cluster_dns.split(",") if ip]
-    for dest, path, default in _FIELDS:
+    if args.register_with_taints is not None:
+        args.register_with_taints = kubelet_config.taints(args.register_with_taints)
+    if args.eviction_hard is not None:
+        args.eviction_hard = _map_flag(args.eviction_hard, "--eviction-hard", "<")
+    for dest, path in _FIELDS:
         given = getattr(args, dest)
-        if cfg is None:
-            setattr(args, dest, default if given is None else given)
-            continue
         section = cfg
         for key in path[:-1]:
             section = section.setdefault(key, {})
         if given is not None:
             section[path[-1]] = given
         setattr(args, dest, section.get(path[-1]))
-    if cfg is None:  # (the rest /configz derives from the node)
-        return {"address": args.bind_address, "port": args.secure_port}
+    args.eviction_thresholds = kubelet_config.thresholds(args.eviction_hard)
     try:
         flagged = featuregates.parse(args.feature_gates)
     except ValueError:  # (component_server.validate refuses it in the flag's words)
@@ -171,7 +229,21 @@ def configure(args: argparse.Namespace) -> dict:
     cfg["featureGates"] = {**cfg["featureGates"], **flagged}
     args.feature_gates = ",".join(f"{k}={'true' if v else 'false'}" for k, v in cfg["featureGates"].items())
     kubelet_config.validate(cfg)
-    return {k: v for k, v in cfg.items() if k not in ("apiVersion", "kind")}
+    if pools_pods:
+        args.max_pods = None
+    return {k: v for k, v in cfg.items() if k not in ("apiVersion", "kind") and (k != "maxPods" or not pools_pods)}
+
+
+def _map_flag(text: str, flag: str, separator: str) -> dict[str, str]:
+    """A map flag's `key<sep>value,...` (--eviction-hard's `memory.available<100Mi`), as pflag's reads it."""
+    out = {}
+    for pair in text.split(",") if text else ():
+        key, sep, value = pair.partition(separator)
+        if not sep:
+            raise ValueError(f'invalid argument "{text}" for "{flag}" flag: malformed pair, expect string{separator}'
+                             "string")
+        out[key.strip()] = value.strip()
+    return out
 
 
 async def _client(creds: kubeconfig.Credentials) -> HTTPClient:
@@ -255,15 +327,18 @@ def _index_of(node: dict, first: int) -> int:
 
 
 async def _run(args: argparse.Namespace, cluster) -> int:
+    from .clock import REAL
+    from .machinery import goduration
     from .node import bootstrap
     from .node.manager import NodeManager, options_from_env
+    from .node.static_pods import StaticPods
 
     name = args.node_name
     if args.bootstrap_kubeconfig:
         await bootstrap.bootstrap(args.kubeconfig, args.bootstrap_kubeconfig, args.cert_dir, name, _client)
     client = await _client(kubeconfig.load(args.kubeconfig, env={}))
     stop = component_cli.stop_on_signals()
-    nodes = runner = runtime = None
+    nodes = runner = runtime = static = None
     plain: list = []
     rotations: list[asyncio.Task] = []
     try:
@@ -280,7 +355,10 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         agent.hostname, agent.kubelet_port = args.hostname_override or socket.gethostname().lower(), args.secure_port
         agent.rotate_certificates = args.rotate_certificates and bool(args.bootstrap_kubeconfig)
         agent.server_tls_bootstrap = args.rotate_server_certificates
-        await nodes.start()
+        agent.register_node = args.register_node
+        agent.spec.taints.extend(args.register_with_taints or ())
+        agent.eviction.hard = _hard_thresholds(args.eviction_thresholds)
+        # its port serves from the start, as upstream's: also while it waits for an admin's Node
         kubelet = nodes.kubelet_for(name)
         kubelet.configured = args.configured
         client_ca = client.creds.ca if args.client_ca is None else args.client_ca
@@ -289,6 +367,12 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         runner = await component_server.serve(args, _endpoints(args, client, stop, kubelet), "kubelet",
                                               client_ca=client_ca, tls=serving)
         plain = await _plain_ports(args, kubelet)
+        if not await _until_stopped(nodes.start(), stop):  # (registerNode false: until an admin creates the Node)
+            return 0
+        if args.static_pod_path:
+            static = StaticPods(client, name, args.static_pod_path, goduration.parse(args.file_check_frequency),
+                                REAL, nodes.pods, lambda: agent.node_uid)
+            static.start()
         if args.rotate_certificates and args.bootstrap_kubeconfig:
             rotations.append(asyncio.create_task(bootstrap.rotate(client, name,
                                                                   os.path.join(args.cert_dir, bootstrap.CURRENT))))
@@ -305,6 +389,8 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         for r in (runner, *plain):
             if r is not None:
                 await r.cleanup()
+        if static is not None:
+            await static.stop()
         if nodes is not None:
             await nodes.stop()
         if runtime is not None:  # its cgroups and namespaces outlive the process
@@ -312,6 +398,27 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         await client.close()
     log.info("kubelet stopped")
     return 0
+
+
+async def _until_stopped(work, stop: asyncio.Event) -> bool:
+    """Await `work` unless `stop` is set first (then cancelled): whether it finished."""
+    task, stopped = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
+    await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return False
+    task.result()
+    return True
+
+
+def _hard_thresholds(parsed: dict) -> tuple:
+    """evictionHard's thresholds of the signals the node observes, memory's first (the eviction
+    manager's order); the others' (imagefs, inodes) are never crossed here."""
+    from .node.eviction import SIGNALS, Threshold
+
+    return tuple(Threshold(signal, *parsed[signal]) for signal in SIGNALS if signal in parsed)
 
 
 #: the read-only port's endpoints (InstallDefaultHandlers'), by path prefix

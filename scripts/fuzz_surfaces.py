@@ -1921,7 +1921,7 @@ def _join(p: Probe, d: Path, token: str, node: str) -> tuple[subprocess.Popen, i
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig",
                                  str(d / "bootstrap.conf"), "--kubeconfig", str(d / "kubelet.conf"), "--node-name", node,
                                  "--bind-address", "127.0.0.1", "--secure-port", str(port), "--hostname-override",
-                                 "127.0.0.1"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                 "127.0.0.1", "--read-only-port", "0", "--healthz-port", "0"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return proc, port, log
 
 

@@ -56,10 +56,41 @@ def test_the_merged_configuration_is_validated_a_flag_given_winning(tmp_path, ca
     # the flag over the file's valid port; the file's maxPods over the flags' default
     err = _refusal(tmp_path, capsys, HEAD + "port: 10250\nreadOnlyPort: 10255\n", "--port", "0", "--read-only-port",
                    "65536")
-    assert err.splitlines() == ["nanokube kubelet: failed to validate kubelet configuration, error: [invalid "
+    assert err.splitlines() == [f"Flag --{flag} has been deprecated, This parameter should be set via the config "
+                                "file specified by the Kubelet's --config flag. See https://kubernetes.io/docs/tasks/"
+                                "administer-cluster/kubelet-config-file/ for more information."
+                                for flag in ("port", "read-only-port")] + [
+                                "nanokube kubelet: failed to validate kubelet configuration, error: [invalid "
                                 "configuration: port (--port) 0 must be between 1 and 65535, inclusive, invalid "
                                 "configuration: readOnlyPort (--read-only-port) 65536 must be between 0 and 65535, "
                                 "inclusive]"]
+
+
+def test_without_a_file_the_command_line_s_defaults_are_validated(tmp_path, capsys):
+    """No --config: the flags go over the command line's defaults, and the result is validated as a
+    file's is (here the healthz port's default stands beside the flag's bad read-only port)."""
+    assert main(["kubelet", "--kubeconfig", str(tmp_path / "never.conf"), "--read-only-port", "70000"]) == 2
+    assert capsys.readouterr().err.splitlines()[1:] == [
+        "nanokube kubelet: failed to validate kubelet configuration, error: invalid configuration: readOnlyPort "
+        "(--read-only-port) 70000 must be between 0 and 65535, inclusive"]
+    assert not (tmp_path / "never.conf").exists()
+
+
+@pytest.mark.parametrize("text, flags, error", [
+    (HEAD + "evictionHard:\n  memory.free: 1Gi\n", (), "unsupported eviction signal memory.free"),
+    (HEAD + "evictionHard:\n  nodefs.available: 120%\n", (),
+     "eviction percentage threshold nodefs.available must be <= 100%: 120%"),
+    (HEAD, ("--eviction-hard", "memory.available<0"), "eviction threshold memory.available must be positive: 0"),
+    (HEAD, ("--eviction-hard", "memory.available=1Gi"),
+     'invalid argument "memory.available=1Gi" for "--eviction-hard" flag: malformed pair, expect string<string'),
+    (HEAD + "registerWithTaints:\n- key: dedicated\n  effect: NoWhere\n", (),
+     "invalid taint effect: NoWhere, unsupported taint effect"),
+    (HEAD, ("--register-with-taints", "dedicated=ml"),
+     'invalid argument "dedicated=ml" for "--register-with-taints" flag: invalid taint spec: dedicated=ml'),
+])
+def test_eviction_thresholds_and_taints_the_kubelet_cannot_use_are_refused(tmp_path, capsys, text, flags, error):
+    err = _refusal(tmp_path, capsys, text, *flags)
+    assert err.splitlines()[-1] == f"nanokube kubelet: {error}"
 
 
 def test_an_unknown_authorization_mode_and_a_missing_client_ca_are_refused(tmp_path, capsys):

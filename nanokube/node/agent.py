@@ -297,6 +297,8 @@ class NodeAgent:
         self.hostname, self.kubelet_port = spec.name, 10250
         #: a standalone kubelet's --rotate-certificates and --rotate-server-certificates (serverTLSBootstrap)
         self.rotate_certificates = self.server_tls_bootstrap = False
+        #: registerNode: False where an admin creates the Node (a standalone kubelet's --register-node=false)
+        self.register_node = True
         self.ips = IPPool(self.pod_cidr)
         self.nodes = heartbeat.resource("", "v1", "nodes")
         self.leases = heartbeat.resource("coordination.k8s.io", "v1", "leases")
@@ -450,12 +452,16 @@ class NodeAgent:
         self._conditions = _conditions(self.clock.rfc3339())
         self._announced = {}
         try:
-            images = frozenset(self.images)
-            node = await self.nodes.create({**self.node_object(), "status": self.status()})
-            self._posted_images = images
-            self._last_status = self.clock.monotonic()
-            self._posted_rv = resource_version(node)
-            await self._announce_conditions()
+            if not self.register_node:
+                node = await self._registered_by_another()
+                await self.post_status(full=True)
+            else:
+                images = frozenset(self.images)
+                node = await self.nodes.create({**self.node_object(), "status": self.status()})
+                self._posted_images = images
+                self._last_status = self.clock.monotonic()
+                self._posted_rv = resource_version(node)
+                await self._announce_conditions()
         except APIError as e:
             if e.code != 409:
                 raise
@@ -467,6 +473,19 @@ class NodeAgent:
             await csinode.ensure(self.client, node)
         await self.record("NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
         await self.renew_lease()
+
+    async def _registered_by_another(self) -> dict:
+        """registerNode false: the Node an admin creates, read again each renew interval until there
+        is one, its absence logged as the kubelet's status updates log it."""
+        while True:
+            try:
+                return await self.nodes.get(self.name)
+            except APIError as e:
+                if e.code != 404:
+                    raise
+            log.error('Error updating node status, will retry: error getting node "%s": nodes "%s" not found',
+                      self.name, self.name)
+            await self.clock.sleep(self.renew_interval)
 
     async def record(self, reason: str, message: str, type_: str = "Normal") -> None:
         """An event on this Node from its kubelet (recordEvent)."""

@@ -231,15 +231,15 @@ def _container_request(pod: dict, container: dict, resource: str) -> str:
         return "0"
 
 
-def message(signal: str, pod: dict, stats: PodStats | None,
-            observation: Observation | None) -> tuple[str, dict[str, str]]:
+def message(signal: str, pod: dict, stats: PodStats | None, observation: Observation | None,
+            hard: tuple[Threshold, ...] = HARD) -> tuple[str, dict[str, str]]:
     """evictionMessage: the resource the node was low on, the threshold and what was available, and
     each container (app or init; in the summary's order) that used more of it than it requests
     (memory: its working set; ephemeral storage: its writable layer and logs); with the Evicted event's
     annotations, which name those containers, their usage and the resource (none without stats)."""
     _, resource, fmt = SIGNALS[signal]
     out = f"The node was low on resource: {resource}. "
-    threshold = next(t for t in HARD if t.signal == signal)
+    threshold = next(t for t in hard if t.signal == signal)
     if observation is not None:
         out += (f"Threshold quantity: {_quantity(threshold.value(observation.capacity), fmt)}, "
                 f"available: {_quantity(observation.available, fmt)}. ")
@@ -313,6 +313,8 @@ class EvictionManager:
     def __init__(self, agent):
         self.agent = agent
         self.clock = agent.clock
+        #: the hard thresholds, memory's first (a joined node's: its evictionHard's signals the node observes)
+        self.hard = HARD
         #: kubelet_evictions: pods evicted, by eviction signal
         self.evictions: dict[str, int] = {}
         #: the pressure conditions the signals' own observations report (within the transition period)
@@ -441,7 +443,7 @@ class EvictionManager:
         metrics show it: metrics/usage.with_leak)."""
         pressure = self.agent.faults.pressure
         out = dict(observations)
-        for t in HARD:
+        for t in self.hard:
             o = out.get(t.signal)
             if o is not None and SIGNALS[t.signal][0] in pressure:
                 used = with_leak(o.capacity - o.available, o.capacity, t.value(o.capacity))
@@ -461,7 +463,7 @@ class EvictionManager:
             stats = await self._measure_empty_dirs(stats)
         real = self.observe(stats)
         now = self.clock.monotonic()
-        for t in HARD:
+        for t in self.hard:
             o = real.get(t.signal)
             if o is not None and o.available < t.value(o.capacity):
                 self._crossed_at[SIGNALS[t.signal][0]] = now
@@ -473,7 +475,7 @@ class EvictionManager:
         if evicted := await self._local_storage_eviction(workers, stats):
             return evicted
         observations = self._faulted(real)
-        met = [t for t in HARD if (o := observations.get(t.signal)) is not None and o.available < t.value(o.capacity)]
+        met = [t for t in self.hard if (o := observations.get(t.signal)) is not None and o.available < t.value(o.capacity)]
         if not met:
             return []
         threshold = met[0]  # byEvictionPriority: memory first
@@ -490,7 +492,8 @@ class EvictionManager:
                          pod["metadata"].get("namespace"), pod["metadata"]["name"])
                 continue
             w = workers[pod["metadata"]["uid"]]
-            why, annotations = message(threshold.signal, pod, stats.get(w.uid), observations[threshold.signal])
+            why, annotations = message(threshold.signal, pod, stats.get(w.uid), observations[threshold.signal],
+                                       self.hard)
             await self._evict(w, threshold.signal, why, annotations,
                               (("DisruptionTarget", TERMINATION_BY_KUBELET, why),))
             return [w]

@@ -7,10 +7,10 @@ gate) and validated in ValidateKubeletConfiguration's words.
 
 The fields nanokube's kubelet acts on: address, port, readOnlyPort, healthzPort, healthzBindAddress,
 authentication (x509.clientCAFile, webhook.enabled, anonymous.enabled), authorization.mode (Webhook
-or AlwaysAllow), rotateCertificates, serverTLSBootstrap, maxPods, clusterDNS, clusterDomain and
-featureGates; podCIDR (read only in standalone mode upstream), registerNode and evictionHard are
-reported by /configz, a staticPodPath or registerNode false logged as not honoured. The rest of the
-file is read and left alone."""
+or AlwaysAllow), rotateCertificates, serverTLSBootstrap, maxPods, clusterDNS, clusterDomain,
+featureGates, registerNode, registerWithTaints, staticPodPath, fileCheckFrequency and evictionHard;
+podCIDR (read only in standalone mode upstream) is reported by /configz. The rest of the file is read
+and left alone."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from ..machinery import configfile, gofmt, validation
+from ..machinery import configfile, gofmt, goduration, validation
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +32,17 @@ SCHEMA: dict[str, Any] = {
     "apiVersion": str, "kind": str, "address": str, "port": int, "readOnlyPort": int, "healthzPort": int,
     "healthzBindAddress": str, "maxPods": int, "podCIDR": str, "registerNode": bool, "rotateCertificates": bool,
     "serverTLSBootstrap": bool, "clusterDomain": str, "clusterDNS": [str], "staticPodPath": str,
+    "fileCheckFrequency": str, "mergeDefaultEvictionSettings": bool,
+    "registerWithTaints": [{"key": str, "value": str, "effect": str, "timeAdded": str}],
     "authentication": {"x509": {"clientCAFile": str}, "webhook": {"enabled": bool, "cacheTTL": str},
                        "anonymous": {"enabled": bool}},
     "authorization": {"mode": str, "webhook": {"cacheAuthorizedTTL": str, "cacheUnauthorizedTTL": str}},
 }
 #: maps of string keys: featureGates' values are booleans, evictionHard's strings
-_MAPS = {"featureGates": (bool, "bool"), "evictionHard": (str, "string")}
+_MAPS = {"featureGates": (bool, "bool"), "evictionHard": (str, "string"), "evictionSoft": (str, "string")}
 #: v1beta1's other fields, read and left alone
 _OTHERS = frozenset("""
-enableServer podLogsDir syncFrequency fileCheckFrequency httpCheckFrequency staticPodURL staticPodURLHeader
+enableServer podLogsDir syncFrequency httpCheckFrequency staticPodURL staticPodURLHeader
 tlsCertFile tlsPrivateKeyFile tlsCipherSuites tlsMinVersion registryPullQPS registryBurst
 imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist eventRecordQPS eventBurst
 enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout
@@ -49,16 +51,16 @@ imageGCHighThresholdPercent imageGCLowThresholdPercent volumeStatsAggPeriod kube
 cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions cpuManagerReconcilePeriod
 memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved
 runtimeRequestTimeout hairpinMode podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod nodeStatusMaxImages
-maxOpenFiles contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls evictionSoft
+maxOpenFiles contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls
 evictionSoftGracePeriod evictionPressureTransitionPeriod evictionMaxPodGracePeriod evictionMinimumReclaim
-mergeDefaultEvictionSettings podsPerCore enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains
+podsPerCore enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains
 iptablesMasqueradeBit iptablesDropBit failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles
 containerLogMaxWorkers containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy systemReserved
 kubeReserved reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup
 enforceNodeAllocatable allowedUnsafeSysctls volumePluginDir providerID kernelMemcgNotification logging
 enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods
 shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory enableProfilingHandler enableDebugFlagsHandler
-seccompDefault memoryThrottlingFactor registerWithTaints tracing localStorageCapacityIsolation
+seccompDefault memoryThrottlingFactor tracing localStorageCapacityIsolation
 containerRuntimeEndpoint imageServiceEndpoint failCgroupV1 userNamespaces
 """.split())
 #: evictionHard when the file sets none (the kubelet's DefaultEvictionHard on Linux)
@@ -101,6 +103,11 @@ def _decode(path: str) -> dict:
     wrong = configfile.mistyped(acted, SCHEMA, KIND) or _map_mistyped(doc)
     if wrong:
         raise ConfigError(f"failed to decode: {wrong}")
+    if isinstance(doc.get("fileCheckFrequency"), str):  # (a metav1.Duration decodes through time.ParseDuration)
+        try:
+            goduration.parse(doc["fileCheckFrequency"])
+        except ValueError as e:
+            raise ConfigError(f"failed to decode: {e}") from None
     unknown = [k for k in doc if k not in SCHEMA and k not in _MAPS and k not in _OTHERS]
     unknown += configfile.unknown_fields({k: v for k, v in acted.items() if isinstance(SCHEMA[k], dict)}, SCHEMA)
     strict += [f"unknown field {gofmt.quote(k)}" for k in unknown]
@@ -162,8 +169,23 @@ def defaulted(doc: dict) -> dict:
     out["authorization"] = authz
     if out.get("evictionHard") is None:
         out["evictionHard"] = dict(DEFAULT_EVICTION_HARD)
+    elif out.get("mergeDefaultEvictionSettings"):  # the defaults fill in the signals the file leaves out
+        out["evictionHard"] = {**DEFAULT_EVICTION_HARD, **out["evictionHard"]}
+    out["fileCheckFrequency"] = out.get("fileCheckFrequency") or "20s"
     out["featureGates"] = dict(out.get("featureGates") or {})
     return out
+
+
+def flag_defaults() -> dict:
+    """The configuration a kubelet started without --config begins from (NewKubeletConfiguration):
+    v1beta1's defaults, then the command line's legacy ones over them (anonymous requests allowed,
+    no token webhook, authorization AlwaysAllow, the read-only port 10255 open)."""
+    cfg = defaulted({})
+    cfg["authentication"]["anonymous"]["enabled"] = True
+    cfg["authentication"]["webhook"]["enabled"] = False
+    cfg["authorization"]["mode"] = "AlwaysAllow"
+    cfg["readOnlyPort"] = 10255
+    return cfg
 
 
 def validate(cfg: dict) -> None:
@@ -185,10 +207,64 @@ def validate(cfg: dict) -> None:
         raise ConfigError(f"failed to validate kubelet configuration, error: {joined}")
     if cfg["authorization"]["mode"] not in AUTHORIZATION_MODES:  # (BuildAuthz's, at start)
         raise ConfigError(f"unknown authorization mode {cfg['authorization']['mode']}")
-    if cfg.get("staticPodPath"):
-        log.warning("staticPodPath %s: nanokube's kubelet runs no static pods", cfg["staticPodPath"])
-    if not cfg["registerNode"]:
-        log.warning("registerNode false: nanokube's kubelet registers its Node regardless")
+    for taint in cfg.get("registerWithTaints") or ():
+        if taint.get("effect") not in TAINT_EFFECTS:
+            raise ConfigError(f"invalid taint effect: {taint.get('effect', '')}, unsupported taint effect")
+
+
+#: the effects a taint may have
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+#: the signals an eviction threshold may name (the eviction manager's signalToResource)
+EVICTION_SIGNALS = ("memory.available", "allocatableMemory.available", "nodefs.available", "nodefs.inodesFree",
+                    "imagefs.available", "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree",
+                    "pid.available")
+
+
+def thresholds(statements: dict[str, str]) -> dict[str, tuple[int | None, float | None]]:
+    """evictionHard's or evictionSoft's statements as the eviction manager parses them: each
+    signal's (quantity, None) or (None, fraction of the capacity); "0%" and "100%" disable a
+    signal. ConfigError in its words for an unknown signal or a value no threshold's."""
+    from ..machinery.quantity import QuantityError, parse_quantity
+
+    out: dict[str, tuple[int | None, float | None]] = {}
+    for signal, value in statements.items():
+        if signal not in EVICTION_SIGNALS:
+            raise ConfigError(f"unsupported eviction signal {signal}")
+        if value.endswith("%"):
+            if value in ("0%", "100%"):
+                continue
+            try:
+                fraction = float(value[:-1]) / 100
+            except ValueError:
+                raise ConfigError(f'strconv.ParseFloat: parsing "{value[:-1]}": invalid syntax') from None
+            if fraction < 0:
+                raise ConfigError(f"eviction percentage threshold {signal} must be >= 0%: {value}")
+            if fraction > 1:
+                raise ConfigError(f"eviction percentage threshold {signal} must be <= 100%: {value}")
+            out[signal] = (None, fraction)
+            continue
+        try:
+            amount = parse_quantity(value)
+        except QuantityError as e:
+            raise ConfigError(str(e)) from None
+        if amount <= 0:
+            raise ConfigError(f"eviction threshold {signal} must be positive: {value}")
+        out[signal] = (int(amount), None)
+    return out
+
+
+def taints(text: str) -> list[dict]:
+    """--register-with-taints (`key[=value]:effect,...`) as the kubelet's taints flag reads it;
+    ValueError in pflag's words for a malformed one."""
+    out = []
+    for spec in text.split(",") if text else ():
+        head, colon, effect = spec.rpartition(":")
+        key, _, value = head.partition("=")
+        if not colon or not key or effect not in TAINT_EFFECTS or validation.qualified_name(key) or \
+                (value and validation.label_value(value)):
+            raise ValueError(f'invalid argument "{text}" for "--register-with-taints" flag: invalid taint spec: {spec}')
+        out.append({"key": key, **({"value": value} if value else {}), "effect": effect})
+    return out
 
 
 #: the label namespaces and labels of kubernetes.io and k8s.io a kubelet may set on its Node

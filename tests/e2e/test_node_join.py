@@ -40,6 +40,9 @@ TOKEN_ID, TOKEN_SECRET = "join61", "s3cr3tt0k3n00061"
 EXPIRED_ID = "gone61"
 NODE = "joined-61"
 NAMESPACE = "node-join"
+#: a kubelet without --config opens the read-only port 10255 and healthz port 10248, as upstream's:
+#: tests' kubelets (several at once) open neither
+NO_HTTP_PORTS = ("--read-only-port", "0", "--healthz-port", "0")
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +148,8 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap_conf),
                                  "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--bind-address", "127.0.0.1",
-                                 "--secure-port", str(port), "--hostname-override", "127.0.0.1"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                 "--secure-port", str(port), "--hostname-override", "127.0.0.1",
+                                 "--authorization-mode", "Webhook", *NO_HTTP_PORTS], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         def ready():
             node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json", "--ignore-not-found").stdout or "null")
@@ -320,10 +323,15 @@ def test_a_kubelet_takes_its_node_ip_and_another_may_not(cluster, tmp_path):
     """--node-ip is the Node's InternalIP, and its pod network range follows from it; a second
     kubelet given the same address, whose credentials may list Nodes, refuses to start."""
     name, ip = "pinned-62", "172.18.40.9"  # index 10247: 10.244.0.0 + 10247 /24s, wrapped inside 10.0.0.0/8
+    ports = []
+    for _ in range(2):  # (a kubelet's port is never 0: validation refuses it, as upstream's)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(str(s.getsockname()[1]))
     with open(tmp_path / "kubelet.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
                                  "--node-name", name, "--node-ip", ip, "--bind-address", "127.0.0.1",
-                                 "--secure-port", "0", "--hostname-override", "127.0.0.1"],
+                                 "--secure-port", ports[0], "--hostname-override", "127.0.0.1", *NO_HTTP_PORTS],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         node = wait_for(lambda: json.loads(cluster.kubectl("get", "node", name, "-o", "json", "--ignore-not-found").stdout
@@ -332,7 +340,7 @@ def test_a_kubelet_takes_its_node_ip_and_another_may_not(cluster, tmp_path):
         assert node["spec"]["podCIDR"] == "10.28.7.0/24"
         got = subprocess.run([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
                               "--node-name", "second-62", "--node-ip", ip, "--bind-address", "127.0.0.1",
-                              "--secure-port", "0"], capture_output=True, text=True, timeout=60)
+                              "--secure-port", ports[1], *NO_HTTP_PORTS], capture_output=True, text=True, timeout=60)
         assert got.returncode == 1, got.stderr
         assert got.stderr.splitlines()[-1] == (
             f"nanokube kubelet: --node-ip {ip}: node {name} already reports that InternalIP")
@@ -364,7 +372,7 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "address": "127.0.0.1",
         "port": 10250, "readOnlyPort": read_only, "healthzPort": healthz, "maxPods": 7,
         "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "noSuchField": 1,
-        "staticPodPath": "/etc/kubernetes/manifests",
+        "staticPodPath": str(tmp_path / "manifests"),
         "authentication": {"x509": {"clientCAFile": str(tmp_path / "ca.crt"), "extra": 1},
                            "anonymous": {"enabled": False}},
         "featureGates": {"HPAScaleToZero": True, "DRAResourcePoolStatus": True}}))
@@ -405,7 +413,7 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         assert proc.wait(timeout=30) == 0
         assert ('Using lenient decoding as strict decoding failed: err=strict decoding error: unknown field '
                 '"noSuchField", unknown field "authentication.x509.extra"') in (text := (tmp_path / "kubelet.log").read_text())
-        assert "staticPodPath /etc/kubernetes/manifests: nanokube's kubelet runs no static pods" in text
+        assert f"Unable to read config path: path does not exist, ignoring (path {tmp_path}/manifests)" in text
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -432,7 +440,7 @@ def test_a_process_runtime_kubelet_s_pod_is_proxied_at_its_ip(cluster, tmp_path)
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", cluster.kubeconfig,
                                  "--runtime", "process", "--root-dir", str(tmp_path), "--node-name", name,
                                  "--bind-address", "127.0.0.1", "--secure-port", str(port),
-                                 "--hostname-override", "127.0.0.1"],
+                                 "--hostname-override", "127.0.0.1", *NO_HTTP_PORTS],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     proxy = None
     try:

@@ -60,7 +60,8 @@ def _kubelet(cluster, tmp_path: Path, name: str, *extra: str) -> tuple[subproces
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig",
                                  str(d / "bootstrap-kubelet.conf"), "--kubeconfig", str(d / "kubelet.conf"),
                                  "--node-name", name, "--bind-address", "127.0.0.1", "--secure-port", str(port),
-                                 "--hostname-override", "127.0.0.1", *extra],
+                                 "--hostname-override", "127.0.0.1", "--read-only-port", "0",
+                                 "--healthz-port", "0", "--authorization-mode", "Webhook", *extra],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return proc, port
 
