@@ -3,7 +3,8 @@ authenticates as system:bootstrap:<id> (an expired one does not, and the token c
 its Secret); cluster-info is readable without credentials and the bootstrap signer's JWS of it
 verifies with the token; `nanokube kubelet --bootstrap-kubeconfig` has its client certificate
 approved and issued, writes its kubeconfig, registers a Ready node, answers /healthz, runs a pod
-bound to it whose log, exec and kubelet endpoints kubectl reaches through the API server, and stops
+bound to it whose log, exec and kubelet endpoints kubectl reaches through the API server, and a
+static pod whose mirror pod it makes with its own credentials (NodeRestriction's), and stops
 on SIGTERM; its client certificate is rotated as the node. Everything it makes is removed after it
 (the session's cluster)."""
 
@@ -145,11 +146,16 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
     with socket.socket() as s:  # a free port for its endpoints
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    (tmp_path / "manifests").mkdir()  # a static pod, as kubeadm's control plane's: its mirror pod is the node's to make
+    (tmp_path / "manifests" / "agent.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "node-agent", "namespace": "kube-system"},
+        "spec": {"containers": [{"name": "agent", "image": "busybox", "command": ["sleep", "3600"]}]}}))
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "kubelet", "--bootstrap-kubeconfig", str(bootstrap_conf),
                                  "--kubeconfig", str(kubelet_conf), "--node-name", NODE, "--bind-address", "127.0.0.1",
                                  "--secure-port", str(port), "--hostname-override", "127.0.0.1",
-                                 "--authorization-mode", "Webhook", *NO_HTTP_PORTS], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                 "--authorization-mode", "Webhook", "--pod-manifest-path", str(tmp_path / "manifests"),
+                                 *NO_HTTP_PORTS], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         def ready():
             node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json", "--ignore-not-found").stdout or "null")
@@ -185,6 +191,10 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
 
         assert wait_for(running, what="the pod Running on the joined node")["spec"]["nodeName"] == NODE
         _streams_through_the_api_server(cluster, port)
+        mirror = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "-n", "kube-system", f"node-agent-{NODE}"))
+                          ["status"].get("phase") == "Running" and p, what="the static pod's mirror pod Running")
+        assert mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+        assert "serviceAccountName" not in mirror["spec"]  # (a mirror pod may reference none)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         text = log_path.read_text()
@@ -196,6 +206,8 @@ def test_kubelet_joins_with_the_token_and_runs_a_pod(cluster, token, tmp_path):
             proc.kill()
             proc.wait()
         cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", "--ignore-not-found")
+        cluster.kubectl("delete", "pod", "-n", "kube-system", f"node-agent-{NODE}", "--ignore-not-found", "--force",
+                        "--grace-period=0")
         cluster.kubectl("delete", "node", NODE, "--ignore-not-found")
         _delete_csrs(cluster, f"system:bootstrap:{TOKEN_ID}")
 
@@ -291,7 +303,7 @@ def _streams_through_the_api_server(cluster, port: int) -> None:
     assert (configz["kubeletconfig"]["address"], configz["kubeletconfig"]["port"]) == ("127.0.0.1", port)
     summary = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/stats/summary").stdout)
     assert summary["node"]["nodeName"] == NODE
-    assert [p["podRef"]["name"] for p in summary["pods"]] == ["on-joined"]
+    assert sorted(p["podRef"]["name"] for p in summary["pods"]) == [f"node-agent-{NODE}", "on-joined"]  # (a static pod)
     insecure = ssl._create_unverified_context()
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"https://127.0.0.1:{port}/pods", context=insecure, timeout=10)
