@@ -56,11 +56,6 @@ class PKIOptions:
         """Whether any serving or client CA file is the operator's."""
         return bool(self.serving or self.sni or self.client_ca or self.requestheader_ca)
 
-    def front_proxy_given(self) -> bool:
-        """Whether the operator set how front proxies are trusted (which `up`'s API workers, relaying to
-        the first as its front proxy with DIR/pki's front-proxy-client, do not follow yet)."""
-        return bool(self.files_given() or self.proxy_client or self.requestheader != _request_header())
-
 
 def _list(value: str) -> tuple[str, ...]:
     """A comma-separated flag's values (pflag's StringSlice)."""
@@ -214,9 +209,24 @@ def apply(server, o: PKIOptions, serving: ServingTLS | None) -> None:
     tokens.configure(key, verifying, issuers, o.audiences or (issuers if o.issuers else tokens.audiences))
 
 
+#: the flags of one file each, and those of a value kept as given
+_FILE_FLAGS = ("tls_cert_file", "tls_private_key_file", "client_ca_file", "requestheader_client_ca_file",
+               "proxy_client_cert_file", "proxy_client_key_file")
+_VALUE_FLAGS = ("requestheader_username_headers", "requestheader_group_headers", "requestheader_extra_headers_prefix",
+                "requestheader_uid_headers")
+
+
 def worker_argv(args: argparse.Namespace) -> list[str]:
-    """The service-account flags again, for `up`'s API workers (which read the same files)."""
-    out: list[str] = []
+    """The flags again, for `up`'s API workers: each reads the same files (and each reloads the
+    serving and CA files when they change, on its own connections' handshakes)."""
+    flag = lambda name: "--" + name.replace("_", "-")
+    out = [f"{flag(n)}={os.path.abspath(getattr(args, n))}" for n in _FILE_FLAGS if getattr(args, n)]
+    out += [f"{flag(n)}={getattr(args, n)}" for n in _VALUE_FLAGS]
+    if args.requestheader_allowed_names is not None:
+        out.append(f"--requestheader-allowed-names={args.requestheader_allowed_names}")
+    for value in args.tls_sni_cert_key:
+        files, colon, names = value.partition(":")
+        out.append("--tls-sni-cert-key=" + ",".join(os.path.abspath(f.strip()) for f in files.split(",")) + colon + names)
     if args.service_account_signing_key_file:
         out += ["--service-account-signing-key-file", os.path.abspath(args.service_account_signing_key_file)]
     for value in args.service_account_key_file:

@@ -20,7 +20,7 @@ from multidict import CIMultiDict
 
 from ..metrics.exposition import go_float
 from .aggregator.proxy import identity_headers
-from .aggregator.requestheader import front_proxy_files
+from .aggregator.requestheader import own_front_proxy_files
 from .auth.authorizer import USER
 from .healthz import exposition_of
 
@@ -72,7 +72,7 @@ class WorkerMetrics:
         #: worker -> its private port (worker 0's Workers fills it as each one starts)
         self.ports: dict[int, int] = {}
         self.ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-        self.ctx.load_cert_chain(*front_proxy_files(pki))
+        self.ctx.load_cert_chain(*own_front_proxy_files(pki.dir))
         server._metrics = self.serve
 
     async def serve(self, request: web.Request) -> web.StreamResponse:

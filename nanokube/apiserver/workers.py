@@ -37,7 +37,7 @@ from .. import gcsettle
 from ..machinery import logs
 from . import expect
 from .aggregator.proxy import identity_headers
-from .aggregator.requestheader import front_proxy_files
+from .aggregator.requestheader import own_front_proxy_files
 from .auth.authorizer import USER
 from .cache import DELETED, CacheEvent
 from .options import MIN_REQUEST_TIMEOUT
@@ -109,7 +109,7 @@ class NodeRelay:
     def __init__(self, pki, port: int) -> None:
         self.port = port
         self.ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-        self.ctx.load_cert_chain(*front_proxy_files(pki))
+        self.ctx.load_cert_chain(*own_front_proxy_files(pki.dir))
 
     def wrap(self, dispatch):
         """`dispatch`, except for the requests relayed."""
@@ -267,7 +267,8 @@ async def _serve(args: argparse.Namespace) -> int:
         encryption_options.install(server, encryption)
     auth_options.apply(server, auth_options.load(args))  # (up's flags, already validated)
     kubelet_options.apply(server, kubelet_options.load(args))  # (up's flags, already validated)
-    pki_options.apply(server, pki_options.load(args), None)  # (up's service-account flags, already validated)
+    given = pki_options.load(args)  # (up's certificate and key flags, already validated: each worker reads the files)
+    pki_options.apply(server, given, pki_options.tls(given, pki))
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     if args.admission_control_config_file:
         from .admission.config_file import plugin_configs
@@ -349,7 +350,7 @@ def parser() -> argparse.ArgumentParser:
     audit_options.add_flags(p)  # up's
     auth_options.add_flags(p)  # up's
     kubelet_options.add_flags(p)  # up's
-    pki_options.add_flags(p)  # up's (the service-account ones given)
+    pki_options.add_flags(p)  # up's
     encryption_flags(p)  # up's
     logs.add_arguments(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")

@@ -33,7 +33,6 @@ from nanokube.pki.jwt import key_id
     (["--service-account-signing-key-file", "{ca}"], "--service-account-signing-key-file: "),
     (["--service-account-signing-key-file", "{key}"], "nanokube: service-account-key-file is a required flag\n"),
     (["--cluster-signing-kubelet-serving-cert-file", "{ca}"], '"cluster-signing-kubelet-serving": cannot specify cert without key'),
-    (["--api-workers", "2", "--client-ca-file", "{ca}"], "--api-workers above 1 takes none of --tls-cert-file"),
     (["--client-ca-file", "{empty}"], "nanokube: serving certificates or client CAs: "),
 ])
 def test_a_bad_flag_stops_up_with_its_line(flags, said, tmp_path, capsys):

@@ -30,12 +30,16 @@ EXPIRED_SLACK = 300.0
 
 
 def front_proxy_files(pki) -> tuple[str, str]:
-    """(client certificate file, key file) of `front-proxy-client`, created on first use (or the
-    operator's, --proxy-client-cert-file's)."""
-    if pki.proxy_client is not None:
-        return pki.proxy_client
-    ensure_front_proxy(pki.dir)
-    return os.path.join(pki.dir, "front-proxy-client.crt"), os.path.join(pki.dir, "front-proxy-client.key")
+    """(client certificate file, key file) the aggregator proxies with: the operator's
+    (--proxy-client-cert-file's), else `own_front_proxy_files`."""
+    return pki.proxy_client if pki.proxy_client is not None else own_front_proxy_files(pki.dir)
+
+
+def own_front_proxy_files(pki_dir: str) -> tuple[str, str]:
+    """(client certificate file, key file) of DIR/pki's `front-proxy-client`, created on first use:
+    also what `up`'s workers relay to each other with, whatever the operator's flags."""
+    ensure_front_proxy(pki_dir)
+    return os.path.join(pki_dir, "front-proxy-client.crt"), os.path.join(pki_dir, "front-proxy-client.key")
 
 
 def _json(names: list) -> str:

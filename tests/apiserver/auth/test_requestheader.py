@@ -62,13 +62,13 @@ def test_a_connections_certificate_is_judged_by_its_issuer_once(tmp_path):
     alice_pem = issue(pki.ca, "alice", organizations=("devs",), client=True).cert_pem
     alice = {"subject": ((("commonName", "alice"),), (("organizationName", "devs"),))}
     front, user = server._cert_identity(alice, _Transport(alice_pem, pki.ca.cert_pem))
-    assert not front and user.name == "alice" and user.groups == ("devs", "system:authenticated")
+    assert front is None and user.name == "alice" and user.groups == ("devs", "system:authenticated")
     assert server._cert_identity(alice, None)[1] is user  # (the connection's, not judged again)
     proxy = issue(front_ca, "front-proxy-client", client=True).cert_pem
-    assert server._cert_identity(FRONT, _Transport(proxy, front_ca.cert_pem)) == (True, None)  # a front proxy is no user of its own
+    assert server._cert_identity(FRONT, _Transport(proxy, front_ca.cert_pem)) == (server.requestheader, None)  # a front proxy is no user of its own
     stranger = issue(new_ca("other-ca"), "mallory", client=True).cert_pem  # (TLS would not have verified it)
-    assert server._cert_identity({"subject": ((("commonName", "mallory"),),)}, _Transport(stranger)) == (False, None)
-    assert server._cert_identity(None, None) == (False, None)
+    assert server._cert_identity({"subject": ((("commonName", "mallory"),),)}, _Transport(stranger)) == (None, None)
+    assert server._cert_identity(None, None) == (None, None)
 
 
 def test_a_front_proxy_ca_named_as_the_client_ca_makes_no_users(tmp_path):
@@ -86,8 +86,8 @@ def test_a_front_proxy_ca_named_as_the_client_ca_makes_no_users(tmp_path):
     server.tls = ServingTLS((pki.server.cert_pem, pki.server.key_pem), users_ca.cert_pem, proxies_ca.cert_pem)
     masters = {"subject": ((("commonName", "front-proxy-client"),), (("organizationName", "system:masters"),))}
     forged = issue(proxies_ca, "front-proxy-client", organizations=("system:masters",), client=True).cert_pem
-    assert server._cert_identity(masters, _Transport(forged, proxies_ca.cert_pem)) == (True, None)  # the front proxy's, no user
+    assert server._cert_identity(masters, _Transport(forged, proxies_ca.cert_pem)) == (server.requestheader, None)  # the front proxy's, no user
     real = dict(masters)  # (another connection's certificate: judged on its own)
     admin = issue(users_ca, "front-proxy-client", organizations=("system:masters",), client=True).cert_pem
     front, user = server._cert_identity(real, _Transport(admin, users_ca.cert_pem))
-    assert not front and (user.name, user.groups) == ("front-proxy-client", ("system:masters", "system:authenticated"))
+    assert front is None and (user.name, user.groups) == ("front-proxy-client", ("system:masters", "system:authenticated"))
