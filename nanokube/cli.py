@@ -91,10 +91,6 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
-    if args.api_workers > 1 and pki_opts.front_proxy_given():
-        print("nanokube: --api-workers above 1 takes none of --tls-cert-file, --tls-sni-cert-key, --client-ca-file, "
-              "--requestheader-* and --proxy-client-* yet", file=sys.stderr)
-        return 2
     sched_cfg = None
     if args.scheduler_config:
         from .scheduler.config import ConfigError

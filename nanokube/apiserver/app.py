@@ -86,6 +86,8 @@ GZIP_MIN_SIZE = 1400
 #: through: RBAC decides what it may read past PUBLIC_PATHS (the console's page)
 ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
+#: how another of `up`'s workers names the user it relays (workers.NodeRelay): kubeadm's flags
+_RELAYED_HEADERS = RequestHeader()
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 #: kube-apiserver's --etcd-count-metric-poll-period default: how often the stored objects are counted
 COUNT_POLL_PERIOD = 60.0
@@ -236,11 +238,13 @@ class APIServer:
         #: the --audit-log-* flags: format, mode, rotation
         self.audit_log_options = audit_log_options
         self.audit: AuditLog | None = None
-        #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
-        #: TLS transport hands every request of the connection (held, so the id stays unique)
-        self._certs: dict[int, tuple[dict, bool, User | None]] = {}
+        #: what a connection's client certificate says (the request-header flags it vouches by as a front
+        #: proxy, its user), by the certificate dict its TLS transport hands every request of the connection
+        #: (held, so the id stays unique)
+        self._certs: dict[int, tuple[dict, RequestHeader | None, User | None]] = {}
         #: the serving certificates and client CAs (pki_options: the operator's files; else `up`'s own, on start)
         self.tls: ServingTLS | None = None
+        self._own_tls: ServingTLS | None = None
         #: --requestheader-*: which front-proxy certificates vouch for users, in which headers
         self.requestheader = RequestHeader()
 
@@ -326,7 +330,7 @@ class APIServer:
         for sock in listeners:
             await serving.Site(self._runner, sock, ssl_context=ssl_ctx, backlog=1024).start()
         if self.workers > 1:  # a loopback port: worker 0's takes the others' relays to node agents; each one's, the scrape of its /metrics
-            relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
+            relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.own_tls().context())
             await relay.start()
             self.relay_port = relay._server.sockets[0].getsockname()[1]
         for controller in (self.authentication, self.authorization, self.encryption):
@@ -401,12 +405,19 @@ class APIServer:
         return socks
 
     def serving_tls(self) -> ServingTLS:
-        """The serving certificates and client CAs: the operator's (pki_options), else `up`'s own
-        (its serving certificate, its CA for users, its front-proxy CA), made on first use."""
+        """The serving certificates and client CAs: the operator's (pki_options), else `up`'s own."""
         if self.tls is None:
-            self.tls = ServingTLS((self.pki.server.cert_pem + self.pki.ca.cert_pem, self.pki.server.key_pem),
-                                  self.pki.ca.cert_pem, ensure_front_proxy(self.pki.dir)[0].cert_pem)
+            self.tls = self.own_tls()
         return self.tls
+
+    def own_tls(self) -> ServingTLS:
+        """`up`'s own serving certificate, its CA for users and its front-proxy CA, made on first use:
+        what the relay port serves and trusts whatever the operator's files (the workers relay to
+        each other with DIR/pki's front-proxy-client)."""
+        if self._own_tls is None:
+            self._own_tls = ServingTLS((self.pki.server.cert_pem + self.pki.ca.cert_pem, self.pki.server.key_pem),
+                                       self.pki.ca.cert_pem, ensure_front_proxy(self.pki.dir)[0].cert_pem)
+        return self._own_tls
 
     def _ssl(self) -> ssl.SSLContext | None:
         return self.serving_tls().context() if self.pki is not None else None
@@ -568,9 +579,9 @@ class APIServer:
         else:
             transport = request.transport
             cert = transport.get_extra_info("peercert") if transport else None
-            front_proxy, user = self._cert_identity(cert, transport)
-            if front_proxy:  # (upstream's union tries the request header first, then the certificate's own user)
-                user = self.requestheader.user(headers) or user
+            vouching, user = self._cert_identity(cert, transport)
+            if vouching is not None:  # (upstream's union tries the request header first, then the certificate's own user)
+                user = vouching.user(headers) or user
         token = bearer_token(headers.get("Authorization", ""))
         annotations: dict[str, str] = {}  # the audit annotations authentication leaves first
         warned: list[str] = []
@@ -632,17 +643,22 @@ class APIServer:
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
 
-    def _cert_identity(self, cert: dict | None, transport) -> tuple[bool, User | None]:
-        """(a request-header CA's certificate of an allowed name, the user it is as a client CA's
-        certificate), worked out once per connection from which CAs signed its certificate."""
+    def _cert_identity(self, cert: dict | None, transport) -> tuple[RequestHeader | None, User | None]:
+        """(for a request-header CA's certificate of an allowed name, the request-header flags the
+        user is named by; the user it is as a client CA's certificate), worked out once per
+        connection from which CAs anchor its certificate. A connection to the relay port (another
+        worker's, as the front proxy) is judged by `up`'s own CAs and kubeadm's header names."""
         if not cert:
-            return False, None
+            return None, None
         known = self._certs.get(id(cert))
         if known is None or known[0] is not cert:
             if len(self._certs) >= 4096:
                 self._certs.clear()
-            proxy, client = signed_by(self.serving_tls(), verified_chain(transport))
-            known = self._certs[id(cert)] = (cert, proxy and self.requestheader.allows(cert),
+            relayed = self.workers > 1 and transport is not None and \
+                transport.get_extra_info("sockname")[1] == self.relay_port
+            tls, flags = (self.own_tls(), _RELAYED_HEADERS) if relayed else (self.serving_tls(), self.requestheader)
+            proxy, client = signed_by(tls, verified_chain(transport))
+            known = self._certs[id(cert)] = (cert, flags if proxy and flags.allows(cert) else None,
                                              user_from_cert(cert) if client else None)
         return known[1], known[2]
 
