@@ -21,7 +21,7 @@ legacy defaults, not v1beta1's: anonymous requests allowed, no token webhook, Al
 read-only port 10255 open. /configz shows the merged configuration. registerNode false leaves the
 Node to an admin (the kubelet waits for it); registerWithTaints taints the Node it registers;
 staticPodPath's manifests run as static pods published as mirror pods (node/static_pods.py);
-evictionHard's thresholds are the node's eviction manager's. SIGTERM or SIGINT stops it cleanly."""
+evictionHard's and evictionSoft's thresholds are the node's eviction manager's. SIGTERM or SIGINT stops it cleanly."""
 
 from __future__ import annotations
 
@@ -135,6 +135,12 @@ def add_parser(sub) -> None:
                 help="evictionHard: the hard eviction thresholds (default memory.available<100Mi,nodefs.available<10%%,"
                      "nodefs.inodesFree<5%%,imagefs.available<15%%,imagefs.inodesFree<5%%), replacing them all; the "
                      "simulated node observes memory.available, nodefs.available and pid.available")
+    config_flag("--eviction-soft", metavar="SIGNAL<VALUE,...",
+                help="evictionSoft: soft eviction thresholds, each met for its grace period before a pod is evicted")
+    config_flag("--eviction-soft-grace-period", metavar="SIGNAL=DURATION,...",
+                help="evictionSoftGracePeriod: each soft threshold's grace period (required for each)")
+    config_flag("--eviction-max-pod-grace-period", type=int, metavar="SECONDS",
+                help="evictionMaxPodGracePeriod: the most grace a soft eviction gives a pod (0, the default: its own)")
     p.set_defaults(secure_port=None, bind_address=None)
 
 
@@ -193,6 +199,9 @@ _FIELDS = (
     ("static_pod_path", ("staticPodPath",)),
     ("file_check_frequency", ("fileCheckFrequency",)),
     ("eviction_hard", ("evictionHard",)),
+    ("eviction_soft", ("evictionSoft",)),
+    ("eviction_soft_grace_period", ("evictionSoftGracePeriod",)),
+    ("eviction_max_pod_grace_period", ("evictionMaxPodGracePeriod",)),
 )
 
 
@@ -211,8 +220,10 @@ def configure(args: argparse.Namespace) -> dict:
         args.cluster_dns = [ip for ip in args.cluster_dns.split(",") if ip]
     if args.register_with_taints is not None:
         args.register_with_taints = kubelet_config.taints(args.register_with_taints)
-    if args.eviction_hard is not None:
-        args.eviction_hard = _map_flag(args.eviction_hard, "--eviction-hard", "<")
+    for dest, flag, separator in (("eviction_hard", "--eviction-hard", "<"), ("eviction_soft", "--eviction-soft", "<"),
+                                  ("eviction_soft_grace_period", "--eviction-soft-grace-period", "=")):
+        if getattr(args, dest) is not None:
+            setattr(args, dest, _map_flag(getattr(args, dest), flag, separator))
     for dest, path in _FIELDS:
         given = getattr(args, dest)
         section = cfg
@@ -222,6 +233,8 @@ def configure(args: argparse.Namespace) -> dict:
             section[path[-1]] = given
         setattr(args, dest, section.get(path[-1]))
     args.eviction_thresholds = kubelet_config.thresholds(args.eviction_hard)
+    args.eviction_soft_thresholds = kubelet_config.soft_thresholds(args.eviction_soft or {},
+                                                                   args.eviction_soft_grace_period or {})
     try:
         flagged = featuregates.parse(args.feature_gates)
     except ValueError:  # (component_server.validate refuses it in the flag's words)
@@ -357,7 +370,9 @@ async def _run(args: argparse.Namespace, cluster) -> int:
         agent.server_tls_bootstrap = args.rotate_server_certificates
         agent.register_node = args.register_node
         agent.spec.taints.extend(args.register_with_taints or ())
-        agent.eviction.hard = _hard_thresholds(args.eviction_thresholds)
+        agent.eviction.hard = _thresholds(args.eviction_thresholds)
+        agent.eviction.soft = _thresholds(args.eviction_soft_thresholds)
+        agent.eviction.max_pod_grace_period = args.eviction_max_pod_grace_period or 0
         # its port serves from the start, as upstream's: also while it waits for an admin's Node
         kubelet = nodes.kubelet_for(name)
         kubelet.configured = args.configured
@@ -413,9 +428,9 @@ async def _until_stopped(work, stop: asyncio.Event) -> bool:
     return True
 
 
-def _hard_thresholds(parsed: dict) -> tuple:
-    """evictionHard's thresholds of the signals the node observes, memory's first (the eviction
-    manager's order); the others' (imagefs, inodes) are never crossed here."""
+def _thresholds(parsed: dict) -> tuple:
+    """evictionHard's or evictionSoft's thresholds of the signals the node observes, memory's first
+    (the eviction manager's order); the others' (imagefs, inodes) are never crossed here."""
     from .node.eviction import SIGNALS, Threshold
 
     return tuple(Threshold(signal, *parsed[signal]) for signal in SIGNALS if signal in parsed)

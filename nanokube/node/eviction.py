@@ -87,6 +87,8 @@ MEMORY, NODEFS, PIDS = "memory.available", "nodefs.available", "pid.available"
 SIGNALS = {MEMORY: ("MemoryPressure", "memory", BINARY_SI),
            NODEFS: ("DiskPressure", "ephemeral-storage", BINARY_SI),
            PIDS: ("PIDPressure", "pids", DECIMAL_SI)}
+#: the order thresholds are reclaimed in when several are met (byEvictionPriority: memory first)
+_PRIORITY = {signal: i for i, signal in enumerate(SIGNALS)}
 
 
 def _float32(p: float) -> float:
@@ -96,11 +98,13 @@ def _float32(p: float) -> float:
 
 @dataclass(frozen=True)
 class Threshold:
-    """A hard eviction threshold: its signal below `quantity`, or below `percentage` of the capacity."""
+    """An eviction threshold: its signal below `quantity`, or below `percentage` of the capacity; a
+    soft one (evictionSoft) with the seconds it must be met before a pod is evicted for it."""
 
     signal: str
     quantity: int | None = None
     percentage: float | None = None
+    grace_period: float | None = None
 
     def value(self, capacity: int) -> int:
         """GetThresholdQuantity: the quantity, or the percentage of the capacity (as float64 of the float32)."""
@@ -315,6 +319,12 @@ class EvictionManager:
         self.clock = agent.clock
         #: the hard thresholds, memory's first (a joined node's: its evictionHard's signals the node observes)
         self.hard = HARD
+        #: the soft thresholds (a joined node's evictionSoft), and the most grace their evictions give a
+        #: pod (evictionMaxPodGracePeriod; 0: its own)
+        self.soft: tuple[Threshold, ...] = ()
+        self.max_pod_grace_period = 0
+        #: when each threshold met was first seen met (thresholdsFirstObservedAt)
+        self._first_met: dict[Threshold, float] = {}
         #: kubelet_evictions: pods evicted, by eviction signal
         self.evictions: dict[str, int] = {}
         #: the pressure conditions the signals' own observations report (within the transition period)
@@ -463,7 +473,8 @@ class EvictionManager:
             stats = await self._measure_empty_dirs(stats)
         real = self.observe(stats)
         now = self.clock.monotonic()
-        for t in self.hard:
+        thresholds = (*self.hard, *self.soft)
+        for t in thresholds:  # (a soft threshold's condition does not wait for its grace period)
             o = real.get(t.signal)
             if o is not None and o.available < t.value(o.capacity):
                 self._crossed_at[SIGNALS[t.signal][0]] = now
@@ -475,7 +486,11 @@ class EvictionManager:
         if evicted := await self._local_storage_eviction(workers, stats):
             return evicted
         observations = self._faulted(real)
-        met = [t for t in self.hard if (o := observations.get(t.signal)) is not None and o.available < t.value(o.capacity)]
+        crossed = [t for t in thresholds if (o := observations.get(t.signal)) is not None and
+                   o.available < t.value(o.capacity)]
+        self._first_met = {t: self._first_met.get(t, now) for t in crossed}
+        met = sorted((t for t in crossed if t.grace_period is None or now - self._first_met[t] >= t.grace_period),
+                     key=lambda t: _PRIORITY[t.signal])
         if not met:
             return []
         threshold = met[0]  # byEvictionPriority: memory first
@@ -493,9 +508,10 @@ class EvictionManager:
                 continue
             w = workers[pod["metadata"]["uid"]]
             why, annotations = message(threshold.signal, pod, stats.get(w.uid), observations[threshold.signal],
-                                       self.hard)
+                                       (threshold,))
             await self._evict(w, threshold.signal, why, annotations,
-                              (("DisruptionTarget", TERMINATION_BY_KUBELET, why),))
+                              (("DisruptionTarget", TERMINATION_BY_KUBELET, why),),
+                              IMMEDIATE_GRACE if threshold.grace_period is None else self._soft_grace(pod))
             return [w]
         log.info("node %s: eviction manager: unable to evict any pods from the node", self.agent.name)
         return []
@@ -517,14 +533,20 @@ class EvictionManager:
             evicted.append(w)
         return evicted
 
+    def _soft_grace(self, pod: dict) -> int | None:
+        """A soft threshold's eviction's grace: evictionMaxPodGracePeriod, or the pod's own where
+        shorter; None (the pod's own) where that is 0, as the pod workers read a zero override."""
+        grace = min(self.max_pod_grace_period, (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        return grace if grace > 0 else None
+
     async def _evict(self, w, signal: str, why: str, annotations: dict[str, str] | None = None,
-                     conditions: tuple = ()) -> None:
-        """evictPod: the Evicted event (with its annotations), the pod stopped with the immediate
-        grace and Failed, and kubelet_evictions counted under `signal`."""
+                     conditions: tuple = (), grace: int | None = IMMEDIATE_GRACE) -> None:
+        """evictPod: the Evicted event (with its annotations), the pod stopped with `grace` (the
+        immediate one; None: its own) and Failed, and kubelet_evictions counted under `signal`."""
         pod = w.pod
         await self.agent.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": pod["metadata"]},
                                        "Warning", REASON, why, annotations=annotations)
-        w.evict(Eviction(REASON, why, conditions, IMMEDIATE_GRACE))
+        w.evict(Eviction(REASON, why, conditions, grace))
         self.evictions[signal] = self.evictions.get(signal, 0) + 1
         log.info("node %s: evicted pod %s/%s: %s", self.agent.name, w.namespace, w.name, why)
 

@@ -8,7 +8,8 @@ gate) and validated in ValidateKubeletConfiguration's words.
 The fields nanokube's kubelet acts on: address, port, readOnlyPort, healthzPort, healthzBindAddress,
 authentication (x509.clientCAFile, webhook.enabled, anonymous.enabled), authorization.mode (Webhook
 or AlwaysAllow), rotateCertificates, serverTLSBootstrap, maxPods, clusterDNS, clusterDomain,
-featureGates, registerNode, registerWithTaints, staticPodPath, fileCheckFrequency and evictionHard;
+featureGates, registerNode, registerWithTaints, staticPodPath, fileCheckFrequency, evictionHard,
+evictionSoft, evictionSoftGracePeriod and evictionMaxPodGracePeriod;
 podCIDR (read only in standalone mode upstream) is reported by /configz. The rest of the file is read
 and left alone."""
 
@@ -32,14 +33,15 @@ SCHEMA: dict[str, Any] = {
     "apiVersion": str, "kind": str, "address": str, "port": int, "readOnlyPort": int, "healthzPort": int,
     "healthzBindAddress": str, "maxPods": int, "podCIDR": str, "registerNode": bool, "rotateCertificates": bool,
     "serverTLSBootstrap": bool, "clusterDomain": str, "clusterDNS": [str], "staticPodPath": str,
-    "fileCheckFrequency": str, "mergeDefaultEvictionSettings": bool,
+    "fileCheckFrequency": str, "mergeDefaultEvictionSettings": bool, "evictionMaxPodGracePeriod": int,
     "registerWithTaints": [{"key": str, "value": str, "effect": str, "timeAdded": str}],
     "authentication": {"x509": {"clientCAFile": str}, "webhook": {"enabled": bool, "cacheTTL": str},
                        "anonymous": {"enabled": bool}},
     "authorization": {"mode": str, "webhook": {"cacheAuthorizedTTL": str, "cacheUnauthorizedTTL": str}},
 }
 #: maps of string keys: featureGates' values are booleans, evictionHard's strings
-_MAPS = {"featureGates": (bool, "bool"), "evictionHard": (str, "string"), "evictionSoft": (str, "string")}
+_MAPS = {"featureGates": (bool, "bool"), "evictionHard": (str, "string"), "evictionSoft": (str, "string"),
+         "evictionSoftGracePeriod": (str, "string")}
 #: v1beta1's other fields, read and left alone
 _OTHERS = frozenset("""
 enableServer podLogsDir syncFrequency httpCheckFrequency staticPodURL staticPodURLHeader
@@ -52,7 +54,7 @@ cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill cpuManagerPolic
 memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved
 runtimeRequestTimeout hairpinMode podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod nodeStatusMaxImages
 maxOpenFiles contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls
-evictionSoftGracePeriod evictionPressureTransitionPeriod evictionMaxPodGracePeriod evictionMinimumReclaim
+evictionPressureTransitionPeriod evictionMinimumReclaim
 podsPerCore enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains
 iptablesMasqueradeBit iptablesDropBit failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles
 containerLogMaxWorkers containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy systemReserved
@@ -250,6 +252,28 @@ def thresholds(statements: dict[str, str]) -> dict[str, tuple[int | None, float 
         if amount <= 0:
             raise ConfigError(f"eviction threshold {signal} must be positive: {value}")
         out[signal] = (int(amount), None)
+    return out
+
+
+def soft_thresholds(statements: dict[str, str], grace_periods: dict[str, str]) -> dict[str, tuple]:
+    """evictionSoft's thresholds (see `thresholds`), each with its evictionSoftGracePeriod in
+    seconds: ConfigError in the eviction manager's words for a signal without one, or a grace period
+    that is no duration or a negative one."""
+    periods = {}
+    for signal, text in grace_periods.items():
+        if signal not in EVICTION_SIGNALS:
+            raise ConfigError(f"unsupported eviction signal {signal}")
+        try:
+            periods[signal] = goduration.parse(text)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if periods[signal] < 0:
+            raise ConfigError(f"invalid eviction grace period specified: {text}, must be a positive value")
+    out = {}
+    for signal, threshold in thresholds(statements).items():
+        if signal not in periods:
+            raise ConfigError(f"grace period must be specified for the soft eviction threshold {signal}")
+        out[signal] = (*threshold, periods[signal])
     return out
 
 

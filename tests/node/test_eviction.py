@@ -16,7 +16,7 @@ from nanokube.metrics.api import MetricsAPI
 from nanokube.metrics.provider import MetricsProvider
 from nanokube.metrics.usage import simulated_usage
 from nanokube.node.cluster import parse_cluster
-from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, message,
+from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, Threshold, message,
                                     rank_disk_pressure, rank_memory_pressure, rank_pid_pressure,
                                     storage_limited, storage_violation)
 from nanokube.node.manager import NodeManager
@@ -262,6 +262,37 @@ async def test_a_pod_using_more_than_the_node_has_is_evicted_and_the_pressure_ou
         assert await condition(client, "MemoryPressure") == "True"
         await clock.advance(20)  # the pass 300 s after it
         assert await condition(client, "MemoryPressure") == "False"
+
+
+async def test_a_soft_threshold_reports_pressure_at_once_and_evicts_once_met_for_its_grace_period():
+    """evictionSoft (a joined kubelet's): memory.available<2Gi with a 30 s grace period. A pod
+    leaving 1676Mi of the 8Gi: MemoryPressure at once, the pod evicted only by the pass at least
+    30 s after the threshold was first met, its message naming the soft threshold's quantity;
+    evictionMaxPodGracePeriod (5 s) under the pod's own 30 s is the grace its containers get."""
+    async with node() as (client, clock, mgr):
+        eviction = mgr.agents["small-0"].eviction
+        eviction.soft, eviction.max_pod_grace_period = (Threshold(MEMORY, quantity=2 * GI, grace_period=30),), 5
+        pods = client.resource("", "v1", "pods")
+        await pods.create(running("quiet"))
+        await pods.create(running("hog", "1Gi", annotations={"sim.nanokube.io/memory-usage": "6000Mi",
+                                                             "sim.nanokube.io/stop-seconds": "10"}))
+        await eventually(phase_is(pods, "quiet", "Running"))
+        await eventually(phase_is(pods, "hog", "Running"))
+        await clock.advance(10)
+        assert await condition(client, "MemoryPressure") == "True"
+        await clock.advance(10)
+        assert await phases(pods) == {"quiet": "Running", "hog": "Running"}  # 20 s or less since first met
+        for _ in range(2):
+            await clock.advance(10)
+        await clock.advance(5)
+        p = await eventually(phase_is(pods, "hog", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == ("Evicted", (
+            "The node was low on resource: memory. Threshold quantity: 2Gi, available: 1676Mi. "
+            "Container app was using 6000Mi, request is 1Gi, has larger consumption of memory. "))
+        # its container takes 10 s to stop: killed after the 5 s grace (its own 30 s would have let it exit)
+        assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+        assert await evictions(mgr) == {"memory.available": 1}
+        assert await phases(pods) == {"quiet": "Running", "hog": "Failed"}
 
 
 def writer(name: str, script: str, limit: str = "", size_limit: str = "") -> dict:
