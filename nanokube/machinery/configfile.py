@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
-from nanokube.machinery import gofmt, gojson
+from nanokube.machinery import goduration, gofmt, gojson
 
 _Base: Any = yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
 
@@ -166,8 +167,9 @@ def _repeated(loader: Any, root: yaml.Node) -> list[tuple[int, str, str]]:
 # A file kind's schema, for the checks below: a Struct (a dict subclass naming its Go type) an object
 # of those fields, a plain dict an object of the enclosing struct's, Map(s) a map of string keys to
 # values of schema s, a list of one schema a list of such values, ANY any value (a RawExtension, an
-# interface{}), and a Go scalar type: str (string), bool, int (int32) or a name of Go's ("int64",
-# "float32", "float64", or a named string type such as "v1.ScoringStrategyType").
+# interface{}), DURATION a metav1.Duration (a string time.ParseDuration reads), and a Go scalar type:
+# str (string), bool, int (int32) or a name of Go's ("int64", "float32", "float64", or a named string
+# type such as "v1.ScoringStrategyType").
 
 
 class Struct(dict):
@@ -192,6 +194,9 @@ class Map:
 
 #: a value the decoder keeps as it is (runtime.RawExtension, interface{}): any JSON type fits
 ANY = Map(None)
+#: a metav1.Duration: it decodes itself, a JSON string into a string (so a number is a type error "of
+#: type string"), then parses it, its error (`time: invalid duration "x"`) ending the decoding
+DURATION = "metav1.Duration"
 _INTS = {int: 32, "int32": 32, "int64": 64}
 _FLOATS = ("float32", "float64")
 
@@ -284,7 +289,7 @@ def go_type(schema: Any) -> str:
         return "[]" + go_type(schema[0])
     if isinstance(schema, Map):
         return "interface {}" if schema is ANY else "map[string]" + go_type(schema.value)
-    return {str: "string", bool: "bool", int: "int32"}.get(schema, schema)
+    return {str: "string", bool: "bool", int: "int32", DURATION: "string"}.get(schema, schema)
 
 
 def mistyped(value: Any, schema: Any, struct: str) -> str | None:
@@ -301,6 +306,12 @@ def _mistyped(value: Any, schema: Any, struct: str, fields: tuple[str, ...]) -> 
         if not fields:
             return f"json: cannot unmarshal {what} into Go value of type {go_type(schema)}"
         return f"json: cannot unmarshal {what} into Go struct field {struct}.{'.'.join(fields)} of type {go_type(schema)}"
+    if schema == DURATION:
+        try:
+            goduration.parse(str(value))
+        except ValueError as e:
+            return str(e)
+        return None
     if isinstance(schema, dict):
         inner = schema.go.rpartition(".")[2] if isinstance(schema, Struct) else struct
         items = (((*fields, k), v, schema[k], inner) for k, v in value.items() if k in schema)
@@ -345,15 +356,27 @@ class DecodeError(ValueError):
 
 
 class Kind:
-    """A file kind as its component's scheme registers it: the versions it is decoded in, its kind
-    (also the Go struct a type error names at the top), the scheme's name (as a kind error quotes
-    it), and its schema (a Struct)."""
+    """A file kind as its component's scheme registers it: the versions it is decoded in, its kind,
+    the scheme's name (as a kind error quotes it), and its schema: a Struct, or for a kind whose
+    versions are Go packages of their own (`v1beta1.Issuer`), a function of the package's name
+    (the version's last segment) that builds the Struct."""
 
-    __slots__ = ("versions", "kind", "scheme", "schema")
+    __slots__ = ("versions", "kind", "scheme", "_schema", "_built")
 
-    def __init__(self, versions: str | tuple[str, ...], kind: str, scheme: str, schema: Struct) -> None:
+    def __init__(self, versions: str | tuple[str, ...], kind: str, scheme: str,
+                 schema: Struct | Callable[[str], Struct]) -> None:
         self.versions = (versions,) if isinstance(versions, str) else versions
-        self.kind, self.scheme, self.schema = kind, scheme, schema
+        self.kind, self.scheme, self._schema = kind, scheme, schema
+        self._built: dict[str, Struct] = {}
+
+    def schema(self, version: str) -> Struct:
+        """The schema of the kind in `version` (one of its versions)."""
+        if isinstance(self._schema, Struct):
+            return self._schema
+        package = version.rpartition("/")[2]
+        if package not in self._built:
+            self._built[package] = self._schema(package)
+        return self._built[package]
 
 
 def decode(text: str | bytes, kind: Kind, *, lenient: bool = False) -> tuple[dict, list[str]]:
@@ -375,13 +398,14 @@ def decode_object(doc: Any, repeated: list[str], text: str, kind: Kind, *, lenie
     falls back to a lenient decoder and only logs them); DecodeError otherwise."""
     if wrong := kind_error(doc, text, kind.versions, kind.kind, kind.scheme):
         raise DecodeError(wrong)
-    if wrong := mistyped(doc, kind.schema, kind.schema.go.rpartition(".")[2]):
+    schema = kind.schema(doc["apiVersion"])
+    if wrong := mistyped(doc, schema, schema.go.rpartition(".")[2]):
         raise DecodeError(wrong)
-    strict = repeated + [f"unknown field {gofmt.quote(p)}" for p in unknown_fields(doc, kind.schema)
+    strict = repeated + [f"unknown field {gofmt.quote(p)}" for p in unknown_fields(doc, schema)
                          if p not in ("apiVersion", "kind")]
     if strict and not lenient:
         raise DecodeError(strict_error(strict))
-    return zeroed(known(doc, kind.schema) if strict else doc, kind.schema), strict
+    return zeroed(known(doc, schema) if strict else doc, schema), strict
 
 
 def known(value: Any, schema: Any) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from ..machinery import configfile, goduration
-from ..machinery.configfile import ANY, Kind, Map, Struct
+from ..machinery.configfile import ANY, DURATION, Kind, Map, Struct
 from ..machinery.validation import FieldError, Stringer, invalid
 from .detect_local import CLUSTER_CIDR, DetectLocal
 from .nodeport_addresses import PRIMARY
@@ -266,28 +266,28 @@ def dump(cfg: ProxyConfig) -> str:
 
 #: the file's fields and their Go types (configfile's schema: v1alpha1's structs; logging, component-base's
 #: LoggingConfiguration, is kept as it is)
-_PERIODS = {"syncPeriod": str, "minSyncPeriod": str}
+_PERIODS = {"syncPeriod": DURATION, "minSyncPeriod": DURATION}
 _SCHEMA = Struct("v1alpha1.KubeProxyConfiguration", {
     "apiVersion": str, "kind": str, "featureGates": Map(bool), "logging": ANY, "hostnameOverride": str,
     "bindAddress": str, "healthzBindAddress": str, "metricsBindAddress": str, "bindAddressHardFail": bool,
     "enableProfiling": bool, "showHiddenMetricsForVersion": str, "mode": "v1alpha1.ProxyMode",
     "detectLocalMode": "v1alpha1.LocalMode", "clusterCIDR": str, "nodePortAddresses": [str], "oomScoreAdj": int,
-    "configSyncPeriod": str, "portRange": str, "windowsRunAsService": bool,
+    "configSyncPeriod": DURATION, "portRange": str, "windowsRunAsService": bool,
     "clientConnection": Struct("v1alpha1.ClientConnectionConfiguration", {
         "kubeconfig": str, "acceptContentTypes": str, "contentType": str, "qps": "float32", "burst": int}),
     "iptables": Struct("v1alpha1.KubeProxyIPTablesConfiguration", {
         **_PERIODS, "masqueradeBit": int, "masqueradeAll": bool, "localhostNodePorts": bool}),
     "nftables": Struct("v1alpha1.KubeProxyNFTablesConfiguration", {**_PERIODS, "masqueradeBit": int, "masqueradeAll": bool}),
     "ipvs": Struct("v1alpha1.KubeProxyIPVSConfiguration", {
-        **_PERIODS, "scheduler": str, "excludeCIDRs": [str], "strictARP": bool, "tcpTimeout": str, "tcpFinTimeout": str,
-        "udpTimeout": str}),
+        **_PERIODS, "scheduler": str, "excludeCIDRs": [str], "strictARP": bool, "tcpTimeout": DURATION,
+        "tcpFinTimeout": DURATION, "udpTimeout": DURATION}),
     "winkernel": Struct("v1alpha1.KubeProxyWinkernelConfiguration", {
         "networkName": str, "sourceVip": str, "enableDSR": bool, "rootHnsEndpointName": str,
         "forwardHealthCheckVip": bool}),
     "detectLocal": Struct("v1alpha1.DetectLocalConfiguration", {"bridgeInterface": str, "interfaceNamePrefix": str}),
     "conntrack": Struct("v1alpha1.KubeProxyConntrackConfiguration", {
-        "maxPerCore": int, "min": int, "tcpEstablishedTimeout": str, "tcpCloseWaitTimeout": str, "tcpBeLiberal": bool,
-        "udpTimeout": str, "udpStreamTimeout": str}),
+        "maxPerCore": int, "min": int, "tcpEstablishedTimeout": DURATION, "tcpCloseWaitTimeout": DURATION,
+        "tcpBeLiberal": bool, "udpTimeout": DURATION, "udpStreamTimeout": DURATION}),
 })
 #: the file kind as kube-proxy's scheme decodes it
 FILE = Kind(API_VERSION, KIND, "pkg/proxy/apis/config/scheme/scheme.go:29", _SCHEMA)

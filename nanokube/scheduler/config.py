@@ -14,7 +14,7 @@ import yaml
 
 from ..client.leaderelection import LeaderElectionConfig
 from ..machinery import configfile, goduration, gofmt
-from ..machinery.configfile import ANY, Kind, Map, Struct
+from ..machinery.configfile import ANY, DURATION, Kind, Map, Struct
 from ..machinery.validation import invalid, not_supported
 from . import plugins as registry
 from .framework import Profile
@@ -60,7 +60,7 @@ _TLS = Struct("v1.ExtenderTLSConfig", {"insecure": bool, "serverName": str, "cer
                                         "caFile": str, "certData": str, "keyData": str, "caData": str})
 _EXTENDER = Struct("v1.Extender", {
     "urlPrefix": str, "filterVerb": str, "preemptVerb": str, "prioritizeVerb": str, "weight": "int64",
-    "bindVerb": str, "enableHTTPS": bool, "tlsConfig": _TLS, "httpTimeout": str, "nodeCacheCapable": bool,
+    "bindVerb": str, "enableHTTPS": bool, "tlsConfig": _TLS, "httpTimeout": DURATION, "nodeCacheCapable": bool,
     "managedResources": [Struct("v1.ExtenderManagedResource", {"name": str, "ignoredByScheduler": bool})],
     "ignorable": bool})
 KIND_SCHEMA = Struct("v1.KubeSchedulerConfiguration", {
@@ -69,7 +69,8 @@ KIND_SCHEMA = Struct("v1.KubeSchedulerConfiguration", {
     "podInitialBackoffSeconds": "int64", "podMaxBackoffSeconds": "int64", "delayCacheUntilActive": bool,
     "extenders": [_EXTENDER],
     "leaderElection": Struct("v1alpha1.LeaderElectionConfiguration", {
-        "leaderElect": bool, "leaseDuration": str, "renewDeadline": str, "retryPeriod": str, "resourceLock": str,
+        "leaderElect": bool, "leaseDuration": DURATION, "renewDeadline": DURATION, "retryPeriod": DURATION,
+        "resourceLock": str,
         "resourceName": str, "resourceNamespace": str}),
     "clientConnection": Struct("v1alpha1.ClientConnectionConfiguration", {
         "kubeconfig": str, "acceptContentTypes": str, "contentType": str, "qps": "float32", "burst": int}),
@@ -104,7 +105,8 @@ _ARG_SCHEMAS = {
     "DefaultPreemption": Struct("v1.DefaultPreemptionArgs", {
         **_TYPE_META, "minCandidateNodesPercentage": int, "minCandidateNodesAbsolute": int}),
     "VolumeBinding": Struct("v1.VolumeBindingArgs", {**_TYPE_META, "bindTimeoutSeconds": "int64", "shape": _SHAPE}),
-    "DynamicResources": Struct("v1.DynamicResourcesArgs", {**_TYPE_META, "filterTimeout": str, "bindingTimeout": str}),
+    "DynamicResources": Struct("v1.DynamicResourcesArgs", {**_TYPE_META, "filterTimeout": DURATION,
+                                                                   "bindingTimeout": DURATION}),
     "NodeAffinity": Struct("v1.NodeAffinityArgs", {**_TYPE_META, "addedAffinity": Struct("v1.NodeAffinity", {
         "requiredDuringSchedulingIgnoredDuringExecution": ANY, "preferredDuringSchedulingIgnoredDuringExecution": ANY})}),
 }
@@ -160,8 +162,8 @@ def parse(doc: dict, repeated: list[str] | None = None, text: str = "") -> Sched
     if errors:
         raise ConfigError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
     le = cfg["leaderElection"]
-    election = LeaderElectionConfig(le["leaderElect"], _seconds(le["leaseDuration"]), _seconds(le["renewDeadline"]),
-                                    _seconds(le["retryPeriod"]), le["resourceName"], le["resourceNamespace"])
+    election = LeaderElectionConfig(le["leaderElect"], *(goduration.parse(le[f]) for f in (
+        "leaseDuration", "renewDeadline", "retryPeriod")), le["resourceName"], le["resourceNamespace"])
     conn = cfg["clientConnection"]
     return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]),
                            election, cfg, float(conn["qps"]), conn["burst"],
@@ -289,11 +291,7 @@ def _leader_election(le: dict) -> list[str]:
         return []
     errs, secs = [], {}
     for f in ("leaseDuration", "renewDeadline", "retryPeriod"):
-        try:
-            secs[f] = _seconds(le[f])
-        except ValueError:
-            errs.append(_invalid(f"leaderElection.{f}", le[f], "must be a duration such as 15s"))
-            continue
+        secs[f] = goduration.parse(le[f])  # (the decoding parsed it)
         if secs[f] <= 0:
             errs.append(_invalid(f"leaderElection.{f}", le[f], "must be greater than zero"))
     if not errs and secs["leaseDuration"] <= secs["renewDeadline"]:
@@ -305,23 +303,6 @@ def _leader_election(le: dict) -> list[str]:
     if le["resourceLock"] and le["resourceLock"] != "leases":
         errs.append(_unsupported("leaderElection.resourceLock", le["resourceLock"], ["leases"]))
     return errs
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _seconds(text) -> float:
-    """A Go duration ("15s", "1m30s", "500ms") in seconds; ValueError otherwise."""
-    if not isinstance(text, str) or not text:
-        raise ValueError(text)
-    sign, body = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
-    if body == "0":
-        return 0.0
-    parts = _DURATION.findall(body)
-    if not parts or "".join(n + u for n, u in parts) != body:
-        raise ValueError(text)
-    return sign * sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 def _queue_sort(prof: dict) -> dict:
@@ -477,12 +458,7 @@ def _dra_args(path: str, args: dict) -> list[str]:
         value = args.get(name)
         if value is None:
             continue
-        try:
-            seconds = goduration.parse(str(value))
-        except ValueError as e:
-            errs.append(_invalid(f"{path}.{name}", value, str(e)))
-            continue
-        if seconds < least:
+        if goduration.parse(value) < least:  # (the decoding parsed it)
             errs.append(_invalid(f"{path}.{name}", value, why))
     return errs
 

@@ -14,18 +14,23 @@ ONE = "resources:\n- resources: [secrets]\n  providers: [%s]\n"
 
 
 @pytest.mark.parametrize("config, line", [
-    (HEAD + "resources: 5\n", "Go struct field EncryptionConfiguration.resources of type array"),
-    (HEAD + "resources: [5]\n", "Go struct field EncryptionConfiguration.resources[0] of type object"),
+    (HEAD + "resources: 5\n", "Go struct field EncryptionConfiguration.resources of type []v1.ResourceConfiguration"),
+    (HEAD + "resources: [5]\n", "Go struct field EncryptionConfiguration.resources of type v1.ResourceConfiguration"),
     (HEAD + "resources:\n- resources: [5]\n  providers: [identity: {}]\n",
-     "Go struct field EncryptionConfiguration.resources[0].resources[0] of type string"),
-    (HEAD + ONE % "aescbc: {keys: [5]}", "EncryptionConfiguration.resources[0].providers[0].aescbc.keys[0] of type object"),
+     "Go struct field ResourceConfiguration.resources.resources of type string"),
+    (HEAD + ONE % "aescbc: {keys: [5]}", "AESConfiguration.resources.providers.aescbc.keys of type v1.Key"),
     (HEAD + ONE % "aesgcm: {keys: [{name: k, secret: 5}]}",
-     "EncryptionConfiguration.resources[0].providers[0].aesgcm.keys[0].secret of type string"),
-    (HEAD + ONE % "identity: 5", "EncryptionConfiguration.resources[0].providers[0].identity of type object"),
+     "Key.resources.providers.aesgcm.keys.secret of type string"),
+    (HEAD + ONE % "identity: 5", "ProviderConfiguration.resources.providers.identity of type v1.IdentityConfiguration"),
     (HEAD + ONE % "kms: {apiVersion: v2, name: [a], endpoint: 'unix:///x.sock'}",
-     "EncryptionConfiguration.resources[0].providers[0].kms.name of type string"),
+     "KMSConfiguration.resources.providers.kms.name of type string"),
     (HEAD + ONE % "kms: {apiVersion: v2, name: a, endpoint: 'unix:///x.sock', cachesize: x}",
-     "EncryptionConfiguration.resources[0].providers[0].kms.cachesize of type int32"),
+     "KMSConfiguration.resources.providers.kms.cachesize of type int32"),
+    # a metav1.Duration decodes a string, then parses it
+    (HEAD + ONE % "kms: {apiVersion: v2, name: a, endpoint: 'unix:///x.sock', timeout: 3}",
+     "KMSConfiguration.resources.providers.kms.timeout of type string"),
+    (HEAD + ONE % "kms: {apiVersion: v2, name: a, endpoint: 'unix:///x.sock', timeout: 3x}",
+     'time: unknown unit "x" in duration "3x"'),
     (HEAD + "x: " + "[" * 3000 + "]" * 3000 + "\n", "exceeded maximum nesting depth"),
 ])
 def test_up_stops_on_a_value_of_the_wrong_type_without_a_traceback(tmp_path, capsys, config, line):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ...cel import CELError, Environment, Program
 from ...cel.types import DYN, STRING, map_of
 from ...machinery import configfile
-from ...machinery.configfile import mistyped, unknown_fields
+from ...machinery.configfile import Kind, Struct
 from ...machinery.validation import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 from .. import serializer
 from .config_reload import read_text
@@ -32,6 +32,8 @@ GROUP = "apiserver.config.k8s.io"
 KIND = "AuthenticationConfiguration"
 #: the versions the file may be written in (v1alpha1 and v1beta1 are still decoded)
 VERSIONS = tuple(f"{GROUP}/{v}" for v in ("v1", "v1beta1", "v1alpha1"))
+#: the name kube-apiserver's scheme for these files gives itself in a kind error
+SCHEME = "pkg/runtime/scheme.go:100"
 
 
 class ConfigError(ValueError):
@@ -98,50 +100,44 @@ def config_hash(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-#: the fields each object of the file may hold, as the strict decoder knows them, and their types: a
-#: nested dict an object, a list of one dict a list of such objects, str a string, bool a boolean,
-#: [str] a list of strings
-_CONDITION = {"path": str}
-_ISSUER = {"url": str, "discoveryURL": str, "certificateAuthority": str, "audiences": [str],
-           "audienceMatchPolicy": str, "egressSelectorType": str}
-_PREFIXED = {"claim": str, "prefix": str, "expression": str}
-_JWT = {"issuer": _ISSUER,
-        "claimValidationRules": [{"claim": str, "requiredValue": str, "expression": str, "message": str}],
-        "claimMappings": {"username": _PREFIXED, "groups": _PREFIXED, "uid": {"claim": str, "expression": str},
-                          "extra": [{"key": str, "valueExpression": str}]},
-        "userValidationRules": [{"expression": str, "message": str}]}
-_SCHEMA = {"apiVersion": str, "kind": str, "jwt": [_JWT],
-           "anonymous": {"enabled": bool, "conditions": [_CONDITION]}}
+def _schema(v: str) -> Struct:
+    """AuthenticationConfiguration's fields and Go types in package `v` (v1, v1beta1, v1alpha1)."""
+    prefixed = Struct(f"{v}.PrefixedClaimOrExpression", {"claim": str, "prefix": str, "expression": str})
+    jwt = Struct(f"{v}.JWTAuthenticator", {
+        "issuer": Struct(f"{v}.Issuer", {
+            "url": str, "discoveryURL": str, "certificateAuthority": str, "audiences": [str],
+            "audienceMatchPolicy": f"{v}.AudienceMatchPolicyType", "egressSelectorType": f"{v}.EgressSelectorType"}),
+        "claimValidationRules": [Struct(f"{v}.ClaimValidationRule", {
+            "claim": str, "requiredValue": str, "expression": str, "message": str})],
+        "claimMappings": Struct(f"{v}.ClaimMappings", {
+            "username": prefixed, "groups": prefixed,
+            "uid": Struct(f"{v}.ClaimOrExpression", {"claim": str, "expression": str}),
+            "extra": [Struct(f"{v}.ExtraMapping", {"key": str, "valueExpression": str})]}),
+        "userValidationRules": [Struct(f"{v}.UserValidationRule", {"expression": str, "message": str})]})
+    return Struct(f"{v}.{KIND}", {
+        "apiVersion": str, "kind": str, "jwt": [jwt],
+        "anonymous": Struct(f"{v}.AnonymousAuthConfig", {
+            "enabled": bool, "conditions": [Struct(f"{v}.AnonymousAuthCondition", {"path": str})]})})
 
 
+#: the file kind as kube-apiserver's scheme for it decodes it
+FILE = Kind(VERSIONS, KIND, SCHEME, _schema)
 #: the bytes of a file that are not UTF-8, as read_text keeps them
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
-def decode(text: str, schema: dict = _SCHEMA, kind: str = KIND) -> dict:
-    """The object a configuration file holds (YAML or JSON): ConfigError where the decoder refuses it."""
+def decode(text: str, kind: Kind = FILE) -> dict:
+    """The object a configuration file holds (YAML or JSON) as the strict codec decodes it (read
+    bounded as a request body is): ConfigError in its words where it refuses it."""
     if not text:
         raise ConfigError("empty config data")
     if _NOT_UTF8.search(text):
         raise ConfigError("error converting YAML to JSON: yaml: invalid leading UTF-8 octet")
     try:
         doc = serializer.loads_config_yaml(text)
-    except ValueError as e:
+        return configfile.decode_object(doc, configfile.duplicates(text), text, kind)[0]
+    except ValueError as e:  # (configfile.DecodeError among them)
         raise ConfigError(str(e)) from None
-    if not isinstance(doc, dict):
-        raise ConfigError("couldn't get version/kind; json parse error: not an object")
-    version, got = doc.get("apiVersion") or "", doc.get("kind") or ""
-    if not got:
-        raise ConfigError(f"Object 'Kind' is missing in '{text.strip()[:200]}'")
-    if version not in VERSIONS or got != kind:
-        raise ConfigError(f'no kind "{got}" is registered for version "{version}" in scheme "pkg/runtime/scheme.go:100"')
-    wrong = mistyped(doc, schema, kind)
-    if wrong:  # (a type error ends the unmarshal: the strict checks come after)
-        raise ConfigError(wrong)
-    strict = configfile.duplicates(text) + [f'unknown field "{p}"' for p in unknown_fields(doc, schema)]
-    if strict:
-        raise ConfigError(configfile.strict_error(strict))
-    return configfile.zeroed(doc, schema)
 
 
 def aggregate(errs: list[FieldError]) -> str:

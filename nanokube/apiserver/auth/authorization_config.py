@@ -31,11 +31,12 @@ from ...cel import Environment
 from ...cel.types import DYN, STRING, map_of
 from ...clock import REAL, Clock
 from ...machinery import goduration
+from ...machinery.configfile import DURATION, Kind, Struct
 from ...machinery.metrics import Family
 from ...machinery.user import User
 from ...machinery.validation import FieldError, dns1123_subdomain, duplicate, invalid, not_supported, required
 from ...machinery.validation import too_many
-from .authentication_config import ConfigError, aggregate, compile_conditions, decode
+from .authentication_config import SCHEME, VERSIONS, ConfigError, aggregate, compile_conditions, decode
 from .authentication_controller import id_hash
 from .config_reload import ReloadedConfig, read_text
 from .authorizer import Attributes, Decision
@@ -48,11 +49,22 @@ KIND = "AuthorizationConfiguration"
 TYPES = ("ABAC", "AlwaysAllow", "AlwaysDeny", "Node", "RBAC", "Webhook")
 MASTERS = "system:masters"
 
-_WEBHOOK = {"timeout": str, "authorizedTTL": str, "unauthorizedTTL": str, "cacheAuthorizedRequests": bool,
-            "cacheUnauthorizedRequests": bool, "subjectAccessReviewVersion": str,
-            "matchConditionSubjectAccessReviewVersion": str, "failurePolicy": str,
-            "connectionInfo": {"type": str, "kubeConfigFile": str}, "matchConditions": [{"expression": str}]}
-_SCHEMA = {"apiVersion": str, "kind": str, "authorizers": [{"type": str, "name": str, "webhook": _WEBHOOK}]}
+
+
+def _schema(v: str) -> Struct:
+    """AuthorizationConfiguration's fields and Go types in package `v` (v1, v1beta1, v1alpha1)."""
+    webhook = Struct(f"{v}.WebhookConfiguration", {
+        "timeout": DURATION, "authorizedTTL": DURATION, "unauthorizedTTL": DURATION, "cacheAuthorizedRequests": bool,
+        "cacheUnauthorizedRequests": bool, "subjectAccessReviewVersion": str,
+        "matchConditionSubjectAccessReviewVersion": str, "failurePolicy": str,
+        "connectionInfo": Struct(f"{v}.WebhookConnectionInfo", {"type": str, "kubeConfigFile": str}),
+        "matchConditions": [Struct(f"{v}.WebhookMatchCondition", {"expression": str})]})
+    return Struct(f"{v}.{KIND}", {"apiVersion": str, "kind": str, "authorizers": [Struct(
+        f"{v}.AuthorizerConfiguration", {"type": f"{v}.AuthorizerType", "name": str, "webhook": webhook})]})
+
+
+#: the file kind as kube-apiserver's scheme for it decodes it
+FILE = Kind(VERSIONS, KIND, SCHEME, _schema)
 #: matchConditions' variable: the SubjectAccessReview's spec
 REQUEST_ENV = Environment({"request": map_of(STRING, DYN)})
 
@@ -136,7 +148,7 @@ def _webhook(w: dict, path: str, errs: list[FieldError]) -> WebhookSpec:
 def parse(text: str) -> list[AuthorizerSpec]:
     """The authorizers of a file's text, validated: ConfigError with upstream's errors."""
     try:
-        doc = decode(text, _SCHEMA, KIND)
+        doc = decode(text, FILE)
     except ConfigError as e:
         raise ConfigError(f"failed to load AuthorizationConfiguration from file: {e}") from None
     errs: list[FieldError] = []

@@ -17,12 +17,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import orjson
-
 from ...machinery import configfile, featuregates, goduration, gofmt
-from ...machinery.configfile import mistyped, unknown_fields
+from ...machinery.configfile import DURATION, Kind, Struct
 from ...machinery.validation import FieldError, Stringer, invalid, required
 from .. import serializer
+from ..auth.authentication_config import SCHEME
 from .value import (AESCBC, AESCBC_PREFIX, AESGCM, AESGCM_PREFIX, IDENTITY, KMSV2_PREFIX, SECRETBOX_PREFIX, Identity,
                     PrefixTransformers, Prefixed, Secretbox)
 
@@ -33,11 +32,16 @@ PROVIDERS = ("aesgcm", "aescbc", "secretbox", "identity", "kms")
 _AES_SIZES = (16, 24, 32)
 _SECRETBOX_SIZES = (32,)
 _KMS_V1_CACHE = 1000
-_KEYS = {"keys": [{"name": str, "secret": str}]}
-#: the JSON type of each field the decoder reads (what it cannot unmarshal into a field is its error)
-_SCHEMA = {"apiVersion": str, "kind": str, "resources": [{"resources": [str], "providers": [{
-    "aesgcm": _KEYS, "aescbc": _KEYS, "secretbox": _KEYS, "identity": {},
-    "kms": {"apiVersion": str, "name": str, "endpoint": str, "cachesize": int, "timeout": str}}]}]}
+_KEYS = [Struct("v1.Key", {"name": str, "secret": str})]
+#: the file kind: its fields and Go types, as kube-apiserver's scheme for it decodes it
+FILE = Kind(GROUP_VERSION, KIND, SCHEME, Struct("v1.EncryptionConfiguration", {
+    "apiVersion": str, "kind": str, "resources": [Struct("v1.ResourceConfiguration", {
+        "resources": [str], "providers": [Struct("v1.ProviderConfiguration", {
+            "aesgcm": Struct("v1.AESConfiguration", {"keys": _KEYS}), "aescbc": Struct("v1.AESConfiguration", {"keys": _KEYS}),
+            "secretbox": Struct("v1.SecretboxConfiguration", {"keys": _KEYS}),
+            "identity": Struct("v1.IdentityConfiguration", {}),
+            "kms": Struct("v1.KMSConfiguration", {"apiVersion": str, "name": str, "endpoint": str, "cachesize": int,
+                                                  "timeout": DURATION})})]})]}))
 
 KMSV1_DISABLED = ("KMSv1 is deprecated and will only receive security updates going forward. Use KMSv2 instead.  "
                   "Set --feature-gates=KMSv1=true to use the deprecated KMSv1 feature.")
@@ -132,29 +136,10 @@ def decode(data: bytes) -> dict:
     """The document as the strict codec decodes it (ConfigError in its words otherwise)."""
     try:
         doc = serializer.loads_config_yaml(data)
-    except ValueError as e:
+        doc = configfile.decode_object(doc, configfile.duplicates(data), data.decode(errors="replace"), FILE)[0]
+    except ValueError as e:  # (configfile.DecodeError among them)
         raise ConfigError(str(e)) from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"couldn't get version/kind; json parse error: cannot unmarshal {type(doc).__name__} into Go value")
-    kind, api_version = doc.get("kind") or "", doc.get("apiVersion") or ""
-    if not kind:
-        raise ConfigError(f"Object 'Kind' is missing in '{orjson.dumps(doc).decode()}'")
-    if api_version != GROUP_VERSION or kind != KIND:
-        raise ConfigError(f'no kind "{kind}" is registered for version "{api_version}" in scheme '
-                          f'"pkg/runtime/scheme.go:100"')
-    if wrong := mistyped(doc, _SCHEMA, KIND):  # (`resources: 5`, `keys: [5]`, `name: [a]`)
-        raise ConfigError(wrong)
-    for rc in doc.get("resources") or []:  # (a metav1.Duration decodes with ParseDuration: its words, overflow too)
-        for p in (rc or {}).get("providers") or []:
-            if isinstance(kms := (p or {}).get("kms"), dict) and kms.get("timeout") is not None:
-                try:
-                    goduration.parse(kms["timeout"])
-                except ValueError as e:
-                    raise ConfigError(str(e)) from None
-    strict = configfile.duplicates(data) + [f'unknown field "{p}"' for p in unknown_fields(doc, _SCHEMA)]
-    if strict:  # (its codec is strict: a repeated key or a misspelled provider is refused, not dropped)
-        raise ConfigError(configfile.strict_error(strict))
-    return configfile.zeroed(doc, _SCHEMA)  # (`resources: [null]`: one resource named "")
+    return doc
 
 
 def aggregate(errs: list) -> str:

@@ -22,17 +22,27 @@ ISSUER = "jwt:\n- issuer: {url: 'https://127.0.0.1:9', audiences: %s}\n  claimMa
 
 @pytest.mark.parametrize("flag, config, line", [
     ("--authentication-config", AUTHN + "jwt: 5\n",
-     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type array"),
+     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type []v1.JWTAuthenticator"),
     # a type error ends decoding: an unknown field or a repeated key is not reported beside it
     ("--authentication-config", AUTHN + "extra: 1\njwt: []\njwt: 5\n",
-     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type array"),
+     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt of type []v1.JWTAuthenticator"),
     ("--authentication-config", AUTHN + ISSUER % "[a, 1]",
-     "cannot unmarshal number into Go struct field AuthenticationConfiguration.jwt[0].issuer.audiences[1] of type string"),
+     "cannot unmarshal number into Go struct field Issuer.jwt.issuer.audiences of type string"),
     ("--authentication-config", AUTHN + "anonymous: {enabled: true, conditions: [/livez]}\n",
-     "cannot unmarshal string into Go struct field AuthenticationConfiguration.anonymous.conditions[0] of type object"),
+     "cannot unmarshal string into Go struct field AnonymousAuthConfig.anonymous.conditions of type "
+     "v1.AnonymousAuthCondition"),
     ("--authorization-config", AUTHZ + "authorizers:\n- {type: Webhook, name: w, webhook: {cacheAuthorizedRequests: 1}}\n",
-     "cannot unmarshal number into Go struct field AuthorizationConfiguration.authorizers[0].webhook"
-     ".cacheAuthorizedRequests of type bool"),
+     "cannot unmarshal number into Go struct field WebhookConfiguration.authorizers.webhook.cacheAuthorizedRequests of "
+     "type bool"),
+    # an older version's Go package names its types; a version the scheme lacks, or none, is the kind's error
+    ("--authorization-config", AUTHZ.replace("/v1", "/v1beta1") + "authorizers: {type: RBAC}\n",
+     "cannot unmarshal object into Go struct field AuthorizationConfiguration.authorizers of type "
+     "[]v1beta1.AuthorizerConfiguration"),
+    ("--authentication-config", AUTHN.replace("/v1", "/v2"),
+     'no kind "AuthenticationConfiguration" is registered for version "apiserver.config.k8s.io/v2" in scheme '
+     '"pkg/runtime/scheme.go:100"'),
+    ("--authorization-config", "kind: AuthorizationConfiguration\n",
+     "Object 'apiVersion' is missing in 'kind: AuthorizationConfiguration'"),
 ])
 def test_up_stops_on_a_value_of_the_wrong_type_with_one_line(tmp_path, capsys, flag, config, line):
     err = up_refuses(tmp_path, capsys, flag, config)
