@@ -58,10 +58,11 @@ def add_parser(sub) -> None:
                    help="a kubeconfig whose credentials (a bootstrap token) may ask for the node's client certificate")
     p.add_argument("--cert-dir", default="", metavar="DIR",
                    help="where the issued certificate and key go (default: pki beside --kubeconfig)")
-    p.add_argument("--rotate-certificates", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+    p.add_argument("--rotate-certificates", type=_go_bool, nargs="?", const=True, metavar="BOOL", action=_ConfigFlag,
                    help="ask for a new client certificate before the current one expires (off by default, as the "
                         "kubelet's; kubeadm turns it on)")
     p.add_argument("--rotate-server-certificates", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                   action=_ConfigFlag,
                    help="serverTLSBootstrap: ask as the node for a serving certificate (signer kubernetes.io/kubelet-"
                         "serving, the node's addresses its names), which an admin approves (`kubectl certificate "
                         "approve`: kube-controller-manager does not); the port serves it once issued (its handshakes "
@@ -214,6 +215,8 @@ def configure(args: argparse.Namespace) -> dict:
     from .machinery import featuregates
     from .node import kubelet_config
 
+    if args.feature_gates:  # (a flag of component_server's, featureGates' upstream)
+        print(f"Flag --feature-gates has been deprecated, {DEPRECATED}", file=sys.stderr)
     cfg = kubelet_config.load(args.config) if args.config else kubelet_config.flag_defaults()
     pools_pods = not args.config and args.max_pods is None
     if args.cluster_dns is not None:

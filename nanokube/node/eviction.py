@@ -1,6 +1,7 @@
 """The kubelet's eviction manager (pkg/kubelet/eviction): node-pressure eviction. Each pass
-observes the node's signals, reports the pressure conditions whose hard thresholds they cross, and,
-while one is crossed, fails ONE running pod to reclaim the resource (one pass per monitoring period):
+observes the node's signals, reports the pressure conditions whose thresholds they cross, and,
+while a hard one is crossed, or a soft one (a joined kubelet's evictionSoft) has been for its grace
+period, fails ONE running pod to reclaim the resource (one pass per monitoring period):
 the first of the pods ranked as upstream ranks them (memory: pods using more than they request
 first, then by priority, then by use above requests; disk: the same by ephemeral storage; PIDs: by
 priority, then process count). A critical pod is never evicted; the next one in rank goes instead.
