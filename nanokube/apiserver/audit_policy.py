@@ -9,9 +9,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from ..machinery import configfile
+from ..machinery.configfile import ANY, Kind, Struct
 from ..machinery.validation import FieldError, dns1123_subdomain, invalid, not_supported, required
 
 NONE, METADATA, REQUEST, REQUEST_RESPONSE = "None", "Metadata", "Request", "RequestResponse"
@@ -19,13 +19,15 @@ LEVELS = (NONE, METADATA, REQUEST, REQUEST_RESPONSE)
 #: the stages, in upstream's order (also that of validation's "allowed stages are ..." message)
 RECEIVED, STARTED, COMPLETE, PANIC = "RequestReceived", "ResponseStarted", "ResponseComplete", "Panic"
 STAGES = (RECEIVED, STARTED, COMPLETE, PANIC)
-#: a Policy's fields and its rules' (audit.k8s.io/v1): what the strict decoder knows
-#: a Policy's fields and their JSON types (configfile.mistyped's schema; metadata, an ObjectMeta, is
-#: left out of the unknown-field walk)
-_RULE = {"level": str, "users": [str], "userGroups": [str], "verbs": [str],
-         "resources": [{"group": str, "resources": [str], "resourceNames": [str]}], "namespaces": [str],
-         "nonResourceURLs": [str], "omitStages": [str], "omitManagedFields": bool}
-_SCHEMA = {"apiVersion": str, "kind": str, "metadata": {}, "rules": [_RULE], "omitStages": [str], "omitManagedFields": bool}
+#: a Policy's fields and their Go types (audit.k8s.io/v1; metadata, an ObjectMeta, is kept as it is),
+#: the file kind as kube-apiserver's audit scheme decodes it
+_RULE = Struct("v1.PolicyRule", {
+    "level": "v1.Level", "users": [str], "userGroups": [str], "verbs": [str],
+    "resources": [Struct("v1.GroupResources", {"group": str, "resources": [str], "resourceNames": [str]})],
+    "namespaces": [str], "nonResourceURLs": [str], "omitStages": ["v1.Stage"], "omitManagedFields": bool})
+FILE = Kind("audit.k8s.io/v1", "Policy", "pkg/audit/scheme.go:30", Struct("v1.Policy", {
+    "apiVersion": str, "kind": str, "metadata": ANY, "rules": [_RULE], "omitStages": ["v1.Stage"],
+    "omitManagedFields": bool}))
 
 log = logging.getLogger(__name__)
 
@@ -130,29 +132,30 @@ class Policy:
 
 
 def load(path: str | Path) -> Policy:
-    """The policy in a file (YAML or JSON), or PolicyError with upstream's reasons."""
+    """The policy in a file (YAML or JSON), or PolicyError with upstream's reasons (LoadPolicyFromFile's:
+    each but a read error followed by `: from file PATH`)."""
     try:
         text = Path(path).read_text()
     except OSError as e:
         raise PolicyError(f'failed to read file path "{path}": {e}') from None
     try:
-        doc, strict = configfile.load(text)
-    except yaml.YAMLError as e:
-        raise PolicyError(f'failed decoding file "{path}": {e}') from None
-    if not isinstance(doc, dict):
-        raise PolicyError(f'failed decoding file "{path}": not an object')
-    version, kind = doc.get("apiVersion"), doc.get("kind")
-    if (version, kind) != ("audit.k8s.io/v1", "Policy"):
-        raise PolicyError(f'failed decoding file "{path}": no kind "{kind}" is registered for version "{version}"')
-    if wrong := configfile.mistyped(doc, _SCHEMA, "Policy"):  # (the lenient decoder refuses it too)
-        raise PolicyError(f'failed decoding file "{path}": {wrong}')
-    strict += [f'unknown field "{p}"' for p in configfile.unknown_fields({k: v for k, v in doc.items() if k != "metadata"},
-                                                                          _SCHEMA)]
-    if strict:  # (upstream decodes strictly first, then leniently, and only warns)
+        return _from_text(text)
+    except PolicyError as e:
+        raise PolicyError(f"{e}: from file {path}") from None
+
+
+def _from_text(text: str) -> Policy:
+    """LoadPolicyFromBytes: decoded strictly, else leniently with a warning (where only the strict
+    decoding failed), then validated."""
+    try:
+        doc, strict = configfile.decode(text, FILE, lenient=True)
+    except configfile.DecodeError as e:
+        raise PolicyError(f"failed decoding: {e}") from None
+    if strict:
         log.warning("Audit policy contains errors, falling back to lenient decoding: %s", configfile.strict_error(strict))
-    policy = parse(configfile.zeroed(doc, _SCHEMA))
+    policy = parse(doc)
     if not policy.rules:
-        raise PolicyError(f'loaded illegal policy with 0 rules from file "{path}"')
+        raise PolicyError("loaded illegal policy with 0 rules")
     return policy
 
 

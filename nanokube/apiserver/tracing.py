@@ -31,9 +31,10 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import yaml
 
-from ..machinery import configfile
+from ..machinery import configfile, gofmt
+from ..machinery.configfile import Kind, Struct
+from .auth.authentication_config import SCHEME
 from .auth.authorizer import USER, request_attributes
 from .audit import AUDIT_ID
 
@@ -54,8 +55,10 @@ class TracingConfigError(ValueError):
     pass
 
 
-#: the fields of a TracingConfiguration file (apiserver.k8s.io v1, v1beta1, v1alpha1)
-_FIELDS = ("apiVersion", "kind", "endpoint", "samplingRatePerMillion")
+#: a TracingConfiguration file (apiserver.config.k8s.io v1, v1beta1, v1alpha1: component-base's
+#: TracingConfiguration inline) as kube-apiserver's scheme for it decodes it
+FILE = Kind(tuple(f"{GROUP}/{v}" for v in VERSIONS), "TracingConfiguration", SCHEME, lambda v: Struct(
+    f"{v}.TracingConfiguration", {"apiVersion": str, "kind": str, "endpoint": str, "samplingRatePerMillion": int}))
 
 
 @dataclass(frozen=True)
@@ -66,25 +69,22 @@ class TracingConfiguration:
 
 def load(path: str) -> TracingConfiguration:
     """The file's TracingConfiguration, validated as ValidateTracingConfiguration does."""
+    failed = "--tracing-config-file: failed to read tracing config: "
     try:
         with open(path, "rb") as f:
-            doc, strict = configfile.load(f.read())
-    except (OSError, yaml.YAMLError) as e:
-        raise TracingConfigError(f"--tracing-config-file: failed to read tracing config: {e}") from None
-    if not isinstance(doc, dict):
-        raise TracingConfigError("--tracing-config-file: failed to read tracing config: not an object")
-    group, _, version = str(doc.get("apiVersion", "")).rpartition("/")
-    if doc.get("kind") != "TracingConfiguration" or group != GROUP or version not in VERSIONS:
-        raise TracingConfigError(f"--tracing-config-file: failed to read tracing config: no kind "
-                                 f"{doc.get('kind')!r} is registered for version {doc.get('apiVersion')!r}")
-    strict += [f'unknown field "{k}"' for k in doc if k not in _FIELDS]
-    if strict:  # (its codec is strict)
-        raise TracingConfigError(f"--tracing-config-file: failed to read tracing config: {configfile.strict_error(strict)}")
+            data = f.read()
+    except OSError as e:
+        raise TracingConfigError(f"{failed}unable to read tracing configuration from {gofmt.quote(path)}: open {path}: "
+                                 f"{(e.strerror or str(e)).lower()}") from None
+    try:
+        doc, _ = configfile.decode(data, FILE)
+    except configfile.DecodeError as e:
+        raise TracingConfigError(f"{failed}unable to decode tracing configuration data: {e}") from None
     endpoint = doc.get("endpoint")
     rate = doc.get("samplingRatePerMillion")
     errs = []
     if endpoint is not None:
-        if not isinstance(endpoint, str) or not endpoint:
+        if not endpoint:  # (the decoding found it a string)
             errs.append(f"endpoint: Invalid value: {endpoint!r}: must be a host:port or a URL")
         else:
             try:
@@ -92,9 +92,7 @@ def load(path: str) -> TracingConfiguration:
             except ValueError as e:
                 errs.append(f"endpoint: Invalid value: {endpoint!r}: parse {endpoint!r}: {e}")
     if rate is not None:
-        if not isinstance(rate, int) or isinstance(rate, bool):
-            errs.append(f"samplingRatePerMillion: Invalid value: {rate!r}: must be an integer")
-        elif rate < 0:
+        if rate < 0:  # (the decoding found it an int32)
             errs.append(f"samplingRatePerMillion: Invalid value: {rate}: sampling rate must be positive")
         elif rate > 1_000_000:
             errs.append(f"samplingRatePerMillion: Invalid value: {rate}: sampling rate must be less than or "

@@ -299,13 +299,15 @@ async def test_an_unhandled_exception_is_a_panic_event(cluster):
      "'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
      'rules[0].resources.resourceNames: Invalid value: ["x"]: using resourceNames requires at least one resource]'),
     ("apiVersion: audit.k8s.io/v1beta1\nkind: Policy\nrules: [{level: None}]\n",
-     'no kind "Policy" is registered for version "audit.k8s.io/v1beta1"'),
+     'failed decoding: no kind "Policy" is registered for version "audit.k8s.io/v1beta1" in scheme '
+     '"pkg/audit/scheme.go:30": from file '),
     ("apiVersion: audit.k8s.io/v1\nkind: Policy\n", "loaded illegal policy with 0 rules"),
     # (fuzz62: a value of another JSON type was a TypeError out of the validation, a traceback from `up`)
     ("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  verbs: get\n",
-     "json: cannot unmarshal string into Go struct field Policy.rules[0].verbs of type []string"),
+     "failed decoding: json: cannot unmarshal string into Go struct field PolicyRule.rules.verbs of type []string"),
     ("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  resources: [{group: [apps]}]\n",
-     "json: cannot unmarshal array into Go struct field Policy.rules[0].resources[0].group of type string"),
+     "failed decoding: json: cannot unmarshal array into Go struct field GroupResources.rules.resources.group of type "
+     "string"),
 ])
 def test_an_invalid_policy_stops_up_with_upstreams_errors(tmp_path, policy, error):
     (tmp_path / "policy.yaml").write_text(policy)

@@ -219,8 +219,12 @@ def test_a_scheduler_process_with_vmodule_logs_each_binding_in_klog_text(cluster
      "nanokube: --tracing-config-file: samplingRatePerMillion: Invalid value: 1000001: sampling rate must be less "
      "than or equal to one million"),
     (("up", "--tracing-config-file", "{kind}"),
-     "nanokube: --tracing-config-file: failed to read tracing config: no kind 'EgressSelectorConfiguration' is "
-     "registered for version 'apiserver.config.k8s.io/v1'"),
+     "nanokube: --tracing-config-file: failed to read tracing config: unable to decode tracing configuration data: "
+     'no kind "EgressSelectorConfiguration" is registered for version "apiserver.config.k8s.io/v1" in scheme '
+     '"pkg/runtime/scheme.go:100"'),
+    (("up", "--tracing-config-file", "{type}"),
+     "nanokube: --tracing-config-file: failed to read tracing config: unable to decode tracing configuration data: "
+     "json: cannot unmarshal string into Go struct field TracingConfiguration.samplingRatePerMillion of type int32"),
     (("scheduler", "--logging-format", "xml"),
      "nanokube scheduler: --logging-format: Unsupported log format 'xml' (supported: text, json)"),
     (("controller-manager", "--logging-format", "json", "--vmodule", "base=4"),
@@ -235,7 +239,9 @@ def test_a_bad_tracing_configuration_or_logging_flag_is_refused(tmp_path, args, 
     (tmp_path / "rate.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\n"
                                         "samplingRatePerMillion: 1000001\n")
     (tmp_path / "kind.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: EgressSelectorConfiguration\n")
-    argv = [a.format(rate=tmp_path / "rate.yaml", kind=tmp_path / "kind.yaml") for a in args]
+    (tmp_path / "type.yaml").write_text("apiVersion: apiserver.config.k8s.io/v1beta1\nkind: TracingConfiguration\n"
+                                        "samplingRatePerMillion: all\n")
+    argv = [a.format(rate=tmp_path / "rate.yaml", kind=tmp_path / "kind.yaml", type=tmp_path / "type.yaml") for a in args]
     if argv[0] == "up":
         argv += ["--data-dir", str(tmp_path / "data"), "--port", "0"]
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", *argv], capture_output=True, text=True, timeout=60)
@@ -250,6 +256,7 @@ def test_a_tracing_configuration_is_decoded_strictly(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--tracing-config-file", str(tmp_path / "dup.yaml"),
                         "--data-dir", str(tmp_path / "data"), "--port", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.endswith(
-        "nanokube: --tracing-config-file: failed to read tracing config: strict decoding error: error converting YAML "
+        "nanokube: --tracing-config-file: failed to read tracing config: unable to decode tracing configuration data: "
+        "strict decoding error: error converting YAML "
         'to JSON: yaml: unmarshal errors:\n  line 4: key "endpoint" already set in map, unknown field "samplingRate"\n'), \
         r.stderr
