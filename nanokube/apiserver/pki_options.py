@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..pki import jwt
-from ..pki.ca import KeyPair, ensure_front_proxy, issue
+from ..pki.ca import CLUSTER_ADMINS, KeyPair, ensure_cluster_admin, ensure_front_proxy, issue
 from .serving_tls import SNICert, ServingTLS
 
 if TYPE_CHECKING:
@@ -265,18 +265,21 @@ def client_trust(o: PKIOptions, pki, signers: dict[str, tuple[str, str]]) -> byt
     return pki.ca.cert_pem
 
 
-def admin_credentials(o: PKIOptions, pki, serving: ServingTLS | None, signers: dict[str, tuple[str, str]]) -> KeyPair:
-    """The admin kubeconfig's client certificate: DIR/pki's, unless --client-ca-file leaves DIR/pki's
-    CA out; then one `up` issues (system:masters) with the kube-apiserver-client signer's CA where
-    the client CAs hold it (kubeadm's ca.crt is both), else DIR/pki's, said in the log."""
+def admin_credentials(o: PKIOptions, pki, serving: ServingTLS | None,
+                      signers: dict[str, tuple[str, str]]) -> tuple[KeyPair, KeyPair]:
+    """The client certificates of the admin kubeconfig (kubernetes-admin in kubeadm:cluster-admins)
+    and of super-admin.conf (system:masters): DIR/pki's, unless --client-ca-file leaves DIR/pki's
+    CA out; then ones `up` issues with the kube-apiserver-client signer's CA where the client CAs
+    hold it (kubeadm's ca.crt is both), else DIR/pki's, said in the log."""
     if not o.client_ca or serving is None or pki.ca.cert.subject in serving.client_issuers:
-        return pki.admin
+        return ensure_cluster_admin(pki.dir, pki.ca), pki.admin
     files = signers.get("kubernetes.io/kube-apiserver-client")
     if files:
         with open(files[0], "rb") as c, open(files[1], "rb") as k:
             ca = KeyPair(c.read(), k.read())
         if ca.cert.subject in serving.client_issuers:
-            return issue(ca, "kubernetes-admin", organizations=("system:masters",), client=True)
-    log.warning("--client-ca-file holds neither DIR/pki's CA nor a --cluster-signing CA: the admin kubeconfig's "
-                "certificate will not authenticate")
-    return pki.admin
+            return tuple(issue(ca, "kubernetes-admin", organizations=(group,), client=True)
+                         for group in (CLUSTER_ADMINS, "system:masters"))
+    log.warning("--client-ca-file holds neither DIR/pki's CA nor a --cluster-signing CA: the admin kubeconfigs' "
+                "certificates will not authenticate")
+    return ensure_cluster_admin(pki.dir, pki.ca), pki.admin

@@ -127,6 +127,7 @@ class ClusterPKI:
     dir: str
     ca: KeyPair
     server: KeyPair
+    #: kubernetes-admin in system:masters (DIR/pki/admin.crt): super-admin.conf's user
     admin: KeyPair
     #: --proxy-client-cert-file and -key-file, the front-proxy client certificate in place of DIR/pki's
     proxy_client: tuple[str, str] | None = None
@@ -191,9 +192,19 @@ def ensure_front_proxy(pki_dir: str) -> tuple[KeyPair, KeyPair]:
     return ca, client
 
 
-#: kubeadm's admin group, bound to cluster-admin (clusterinfo.py): since kubeadm 1.29 its
-#: apiserver-kubelet-client is in it, no longer in system:masters (kubernetes#121837)
+#: kubeadm's admin group, bound to cluster-admin (clusterinfo.py): since kubeadm 1.29 admin.conf's
+#: kubernetes-admin and its apiserver-kubelet-client are in it, no longer in system:masters
+#: (kubernetes#121837; super-admin.conf's user is, a break-glass credential RBAC cannot take away)
 CLUSTER_ADMINS = "kubeadm:cluster-admins"
+
+
+def ensure_cluster_admin(pki_dir: str, ca: KeyPair) -> KeyPair:
+    """The admin kubeconfig's certificate, as kubeadm's admin.conf (1.29+): kubernetes-admin in
+    kubeadm:cluster-admins, which clusterinfo binds to cluster-admin, so that RBAC decides (and
+    API Priority and Fairness queues) its requests. (DIR/pki/admin.crt, in system:masters, is the
+    super-admin's: super-admin.conf's, and in-process clients'.)"""
+    return _load_or(os.path.join(pki_dir, "cluster-admin.crt"), os.path.join(pki_dir, "cluster-admin.key"),
+                    lambda: issue(ca, "kubernetes-admin", organizations=(CLUSTER_ADMINS,), client=True))
 
 
 def ensure_kubelet_client(pki_dir: str, ca: KeyPair) -> tuple[str, str]:

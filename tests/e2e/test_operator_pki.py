@@ -124,8 +124,10 @@ def test_kubectl_with_a_client_certificate_of_the_given_ca(cluster, pki, tmp_pat
     whoami = cluster.kubectl_json("--kubeconfig", str(kubeconfig), "auth", "whoami")
     assert whoami["status"]["userInfo"]["username"] == "alice"
     assert "system:masters" in whoami["status"]["userInfo"]["groups"]
-    # `up`'s own kubeconfig trusts the given CA and holds a certificate of it (the signing CA's)
+    # `up`'s own kubeconfigs trust the given CA and hold certificates of it (the signing CA's)
     assert cluster.kubectl_json("auth", "whoami")["status"]["userInfo"]["username"] == "kubernetes-admin"
+    printed = cluster.kubectl_json("--kubeconfig", str(cluster.data_dir / "kubeconfig"), "auth", "whoami")
+    assert printed["status"]["userInfo"]["groups"] == ["kubeadm:cluster-admins", "system:authenticated"]
     # extension API servers learn the given CAs
     cm = cluster.kubectl_json("get", "configmap", "-n", "kube-system", "extension-apiserver-authentication")
     assert cm["data"]["client-ca-file"] == pki["ca"].cert_pem.decode()
