@@ -257,8 +257,10 @@ def nanokube_server(data_dir: Path, store: str, extra: tuple[str, ...] = ()) -> 
     argv = [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store,
             *extra]
     with _running(argv, log) as proc:
-        url, kubeconfig = _wait_for(lambda: _announced(log), proc, "nanokube up", log)
-        yield Server(url, proc.pid, kubeconfig)
+        url, _ = _wait_for(lambda: _announced(log), proc, "nanokube up", log)
+        # (the super-admin's, system:masters, exempt from API Priority and Fairness as the admin
+        # kubeconfig's user was before it was kubeadm's, in kubeadm:cluster-admins)
+        yield Server(url, proc.pid, data_dir / "super-admin.conf")
 
 
 def tls_context(kubeconfig: Path, key_dir: Path) -> ssl.SSLContext:

@@ -155,7 +155,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .node.manager import options_from_env as node_options
     from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
     from .pki.ca import ensure_pki
-    from .pki.kubeconfig import write_kubeconfig
+    from .pki.kubeconfig import SUPER_ADMIN_CONF, write_kubeconfig
     from .pki.signer import SignerCA, ca_dir
     from .apiserver.audit_file import ensure_log_file
     from .scheduler.scheduler import Scheduler
@@ -280,10 +280,13 @@ async def _up(args: argparse.Namespace) -> int:
             print(f"nanokube: {e}", file=sys.stderr)
             await server.stop()
             return 1
-    write_kubeconfig(kubeconfig, server.url, pki, ca_pem=trust,
-                     admin=pki_options.admin_credentials(pki_opts, pki, serving_tls, signers or {}))
     connect = connector(server.rest)
+    # (first: the binding that makes the admin kubeconfig's kubeadm:cluster-admins cluster-admin)
     await clusterinfo.publish(connect(clusterinfo.KUBEADM_USER, "kubeadm"), server.url, trust)
+    admin, super_admin = pki_options.admin_credentials(pki_opts, pki, serving_tls, signers or {})
+    write_kubeconfig(os.path.join(data_dir, SUPER_ADMIN_CONF), server.url, pki, ca_pem=trust, admin=super_admin,
+                     user="super-admin")
+    write_kubeconfig(kubeconfig, server.url, pki, ca_pem=trust, admin=admin)
     try:
         # kube-controller-manager's --kube-api-qps/--kube-api-burst: each controller's client, the shared
         # informers' and the lease's a bucket of its own (by default 20/s after a burst of 30)
@@ -496,7 +499,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--service-account-jwks-uri", default=None, type=_https_url, metavar="URL",
                     help="the jwks_uri of /.well-known/openid-configuration (default: https://ADVERTISE-ADDRESS:PORT"
                          "/openid/v1/jwks, as kube-apiserver)")
-    up.add_argument("--kubeconfig", default=None, help="where to write the admin kubeconfig (default DIR/kubeconfig)")
+    up.add_argument("--kubeconfig", default=None,
+                    help="where to write the admin kubeconfig, its user kubernetes-admin in kubeadm:cluster-admins "
+                         "(default DIR/kubeconfig; DIR/super-admin.conf's is in system:masters, as kubeadm's)")
     up.add_argument("--store", default="sqlite", help="sqlite (default), memory, or etcd://HOST:PORT[,HOST:PORT...]")
     up.add_argument("--cluster", default=None, metavar="FILE",
                     help="simulated nodes to run (YAML node pools; default: two 8-GPU nodes)")

@@ -196,7 +196,10 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: 
     if kubeconfig is None:
         proc.kill()
         raise RuntimeError(f"nanokube up did not start: {''.join(lines)}\n{log_path.read_text()}")
-    return Cluster(proc, data_dir, kubeconfig, url, store, log_path, log_start, banner=tuple(lines))
+    # the tests act as the super-admin (system:masters): the printed kubeconfig's user, in
+    # kubeadm:cluster-admins, is RBAC's and APF's to judge (test_admin_kubeconfigs.py checks it)
+    return Cluster(proc, data_dir, str(data_dir / "super-admin.conf"), url, store, log_path, log_start,
+                   banner=tuple(lines))
 
 
 def _forward_lines(stream, into: queue.Queue) -> None:
