@@ -7,6 +7,11 @@ the result through `podcertificaterequests/status`. Its CA lives in
 `DIR/pki/signers/<signer>/`; a new CA is made `rotate_before` ahead of the old
 one's expiry and both are published in the signer's ClusterTrustBundle until
 the old one expires, so trust moves before issuance does.
+
+No operator flag names its CA, as none does upstream: Kubernetes 1.37 documents
+`kubernetes.io/kube-apiserver-client-pod` as unimplemented, kube-controller-manager
+runs no pod certificate signer, and its --cluster-signing-* flags name only the
+four CSR signers (csrsigning_options); a request for that signer stays pending.
 """
 
 from __future__ import annotations
