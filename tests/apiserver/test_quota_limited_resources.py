@@ -94,14 +94,15 @@ async def test_critical_pods_only_where_a_quota_of_their_class_is(limited):
 
 @pytest.mark.parametrize("configuration, said", [
     ({"apiVersion": "v1", "kind": "Pod"},
-     "ResourceQuota configuration must be an apiserver.config.k8s.io/v1 ResourceQuotaConfiguration"),
+     'couldn\'t init admission plugin "ResourceQuota": no kind "Pod" is registered for version "v1" in scheme '
+     '"pkg/runtime/scheme.go:100"'),
     ({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "ResourceQuotaConfiguration",
       "limitedResources": [{"matchContains": ["x"]}]},
-     "ResourceQuota configuration: limitedResources[0].resource: Required value"),
+     'couldn\'t init admission plugin "ResourceQuota": limitedResources[0].resource: Required value'),
     ({"apiVersion": "resourcequota.admission.k8s.io/v1beta1", "kind": "Configuration",
       "limitedResources": [{"resource": "pods", "matchContains": "x"}]},
-     "ResourceQuota configuration: json: cannot unmarshal string into Go struct field "
-     "Configuration.limitedResources.matchContains of type []string"),
+     'couldn\'t init admission plugin "ResourceQuota": json: cannot unmarshal string into Go struct field '
+     "LimitedResource.limitedResources.matchContains of type []string"),
 ])
 def test_a_bad_configuration_is_refused(tmp_path, configuration, said):
     doc = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",

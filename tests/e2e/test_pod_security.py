@@ -102,42 +102,54 @@ def test_a_bad_configuration_stops_up(tmp_path):
                         "--admission-control-config-file", str(tmp_path / "admission.yaml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert "--admission-control-config-file: PodSecurity configuration: defaults[enforce]" in r.stderr, r.stderr
+    assert '--admission-control-config-file: couldn\'t init admission plugin "PodSecurity": defaults[enforce]' in r.stderr, r.stderr
+
+
+PS = 'couldn\'t init admission plugin "PodSecurity": '
 
 
 @pytest.mark.parametrize("admission, pod_security, said", [
     (CONFIG.replace("- name: PodSecurity\n  path: pod-security.yaml", "  name: PodSecurity"), POD_SECURITY,
-     "json: cannot unmarshal object into Go struct field AdmissionConfiguration.plugins of type "
-     "[]v1.AdmissionPluginConfiguration"),
+     "failed to read plugin config: json: cannot unmarshal object into Go struct field AdmissionConfiguration.plugins "
+     "of type []v1.AdmissionPluginConfiguration"),
     (CONFIG.replace("path: pod-security.yaml", "path: 5"), POD_SECURITY,
-     "json: cannot unmarshal number into Go struct field AdmissionConfiguration.plugins.path of type string"),
+     "failed to read plugin config: json: cannot unmarshal number into Go struct field "
+     "AdmissionPluginConfiguration.plugins.path of type string"),
     # pod-security-admission's codec is strict: a key its file repeats is refused (before, the later one won)
     (CONFIG, POD_SECURITY + "defaults: {}\n",
-     "PodSecurity configuration: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n"
+     PS + "strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n"
      '  line 7: key "defaults" already set in map'),
     (CONFIG, POD_SECURITY.replace(f"namespaces: [{EXEMPT}]", "usernames: admin"),
-     "PodSecurity configuration: json: cannot unmarshal string into Go struct field "
-     "PodSecurityConfiguration.exemptions.usernames of type []string"),
+     PS + "json: cannot unmarshal string into Go struct field PodSecurityExemptions.exemptions.usernames of type "
+     "[]string"),
     (CONFIG, POD_SECURITY.replace("  enforce: privileged", "- enforce"),
-     "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
+     PS + "json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
      "of type v1.PodSecurityDefaults"),
     # and it refuses the fields it does not know, at the top level as under defaults, in one error with
     # the repeated keys (before, a misspelled top-level field was dropped), in a file of its own or embedded
     (CONFIG, POD_SECURITY.replace("exemptions:", "exemption:") + "defaults: {enforce: privileged, enforcee: x}\n",
-     "PodSecurity configuration: strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n"
+     PS + "strict decoding error: error converting YAML to JSON: yaml: unmarshal errors:\n"
      '  line 7: key "defaults" already set in map, unknown field "defaults.enforcee", unknown field "exemption"'),
     (CONFIG.replace("  path: pod-security.yaml", "  configuration:\n    apiVersion: pod-security.admission.config.k8s"
                     ".io/v1\n    kind: PodSecurityConfiguration\n    default: {}"), POD_SECURITY,
-     'PodSecurity configuration: strict decoding error: unknown field "default"'),
+     PS + 'strict decoding error: unknown field "default"'),
     # a file whose aliases expand a billionfold is refused as go-yaml refuses it, not walked
     (CONFIG + "".join(f"x{i}: &x{i} [{','.join([f'*x{i - 1}' if i else '0'] * 9)}]\n" for i in range(10)), POD_SECURITY,
-     "admission.yaml\": error converting YAML to JSON: yaml: document contains excessive aliasing"),
+     "failed to read plugin config: error converting YAML to JSON: yaml: document contains excessive aliasing"),
     # (fuzz62: an apiVersion that is a list was a TypeError, a traceback from `up`)
     (CONFIG, POD_SECURITY.replace("apiVersion: pod-security.admission.config.k8s.io/v1", "apiVersion: [x]"),
-     "PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 PodSecurityConfiguration"),
+     PS + "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go struct field .apiVersion "
+     "of type string"),
+    # a version neither scheme registers is the serializer's kind error, naming the scheme
+    (CONFIG.replace("config.k8s.io/v1", "config.k8s.io/v2"), POD_SECURITY,
+     'failed to read plugin config: no kind "AdmissionConfiguration" is registered for version '
+     '"apiserver.config.k8s.io/v2" in scheme "pkg/runtime/scheme.go:100"'),
+    (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1beta2\n"),
+     PS + 'no kind "PodSecurityConfiguration" is registered for version "pod-security.admission.config.k8s.io/v1beta2" '
+     'in scheme "k8s.io/pod-security-admission/admission/api/scheme/scheme.go:29"'),
     # v1alpha1 is still decoded in 1.37 (its own package named by the decoder)
     (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1alpha1\n").replace("  enforce: privileged", "- enforce"),
-     "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
+     PS + "json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
      "of type v1alpha1.PodSecurityDefaults"),
 ])
 def test_a_field_of_another_json_type_stops_up_in_the_decoders_words(tmp_path, capsys, admission, pod_security, said):

@@ -5,63 +5,59 @@ under `configuration` or in a file of its own under `path` (relative to this one
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import orjson
 import yaml
 
-from ...machinery import configfile
-from .pod_security import Config, go_typed
+from ...machinery import configfile, gofmt
+from ...machinery.configfile import ANY, Kind, Struct
+from ..auth.authentication_config import SCHEME
+from .pod_security import Config
 from .resource_quota import parse_configuration
 
-KINDS = (("apiserver.config.k8s.io/v1", "AdmissionConfiguration"),
-         ("apiserver.config.k8s.io/v1alpha1", "AdmissionConfiguration"),
-         ("apiserver.k8s.io/v1alpha1", "AdmissionConfiguration"))
+#: an AdmissionConfiguration as kube-apiserver decodes it: leniently (its codec is not strict: unknown
+#: fields and repeated keys pass), in apiserver.config.k8s.io v1 or v1alpha1, or apiserver.k8s.io/v1alpha1
+FILE = Kind(("apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1alpha1", "apiserver.k8s.io/v1alpha1"),
+            "AdmissionConfiguration", SCHEME, lambda v: Struct(f"{v}.AdmissionConfiguration", {
+                "apiVersion": str, "kind": str, "plugins": [Struct(f"{v}.AdmissionPluginConfiguration", {
+                    "name": str, "path": str, "configuration": ANY})]}))
+#: how kube-apiserver words a configuration file it cannot read
+FAILED = "failed to read plugin config: "
 
 
-def _read(path: Path) -> tuple[dict, list[str]]:
-    """A file's document and the strict decoder's errors for the keys it repeats."""
+def _read(path: Path) -> tuple[Any, list[str], str]:
+    """A file's document, the strict decoder's errors for the keys it repeats, and its text."""
     try:
-        doc, repeated = configfile.load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f'failed to read plugin config file "{path}": {e}') from None
-    if not isinstance(doc, dict):
-        raise ValueError(f'failed to read plugin config file "{path}": not an object')
-    return doc, repeated
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"{FAILED}unable to read admission control configuration from {gofmt.quote(str(path))} "
+                         f"[open {path}: {(e.strerror or str(e)).lower()}]") from None
+    try:
+        doc, repeated = configfile.load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{FAILED}{e}") from None
+    return doc, repeated, text
 
 
-def load(path: str | Path) -> dict[str, tuple[dict, list[str]]]:
+def load(path: str | Path) -> dict[str, tuple[Any, list[str], str]]:
     """Each plugin's configuration document by plugin name, with the keys its own file repeats (a
-    strict plugin's codec refuses them; the AdmissionConfiguration's codec, ResourceQuota's and the
-    webhooks' are lenient, the later key winning, and so is an embedded `configuration`, whose
-    repeated keys the AdmissionConfiguration's lenient decoding already dropped); ValueError says
-    what is wrong."""
+    strict plugin's codec refuses them; an embedded `configuration`'s repeated keys the
+    AdmissionConfiguration's lenient decoding already dropped) and its text; ValueError says what
+    is wrong, as kube-apiserver does."""
     path = Path(path)
-    doc, _ = _read(path)
-    if (doc.get("apiVersion"), doc.get("kind")) not in KINDS:
-        raise ValueError(f'failed to read plugin config file "{path}": no kind "{doc.get("kind")}" is registered for '
-                         f'version "{doc.get("apiVersion")}"')
-    out: dict[str, tuple[dict, list[str]]] = {}
-    for name, configuration, file in _plugins(doc, path):
+    doc, _, text = _read(path)
+    try:
+        doc, _ = configfile.decode_object(doc, [], text, FILE, lenient=True)
+    except configfile.DecodeError as e:
+        raise ValueError(f"{FAILED}{e}") from None
+    out: dict[str, tuple[Any, list[str], str]] = {}
+    for plugin in doc.get("plugins") or ():
+        name, configuration, file = plugin.get("name"), plugin.get("configuration"), plugin.get("path")
         if configuration is not None:
-            out[name] = configuration, []
+            out[name] = configuration, [], orjson.dumps(configuration, option=orjson.OPT_SORT_KEYS).decode()
         elif file:
             out[name] = _read(path.parent / file)
-    return out
-
-
-def _plugins(doc: dict, path: Path) -> list[tuple[str, object, str | None]]:
-    """Each plugin's name, configuration and path, refused as the decoder refuses a field of another JSON type."""
-    try:
-        plugins = go_typed(doc.get("plugins"), list, "AdmissionConfiguration.plugins", "[]v1.AdmissionPluginConfiguration")
-        out = []
-        for plugin in plugins or ():
-            plugin = go_typed(plugin, dict, "AdmissionConfiguration.plugins", "v1.AdmissionPluginConfiguration") or {}
-            name = go_typed(plugin.get("name"), str, "AdmissionConfiguration.plugins.name", "string")
-            if not name:
-                raise ValueError("a plugin without a name")
-            out.append((name, plugin.get("configuration"),
-                        go_typed(plugin.get("path"), str, "AdmissionConfiguration.plugins.path", "string")))
-    except ValueError as e:
-        raise ValueError(f'plugin config file "{path}": {e}') from None
     return out
 
 
@@ -73,5 +69,6 @@ def plugin_configs(path: str | Path) -> dict[str, object]:
     if "PodSecurity" in docs:  # (pod-security-admission's codec is strict)
         out["PodSecurity"] = Config.parse(*docs["PodSecurity"])
     if "ResourceQuota" in docs:
-        out["ResourceQuota"] = parse_configuration(docs["ResourceQuota"][0])
+        doc, _, text = docs["ResourceQuota"]
+        out["ResourceQuota"] = parse_configuration(doc, text)
     return out

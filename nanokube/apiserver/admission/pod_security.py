@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from ...machinery import configfile, errors
-from ...machinery.configfile import unknown_fields
-from ...machinery.gojson import value_kind
+from ...machinery.configfile import Kind, Struct
 from ...machinery.validation import FieldError
 from .lookup import list_objects, object_name
 from .metrics import _PlainCounter
@@ -122,34 +121,18 @@ def _aggregate(errs: list[FieldError]) -> str:
     return texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
 
 
-def go_typed(value, want: type, field: str, go_type: str):
-    """`value` as a configuration file's struct field of `go_type` decodes it: null is the zero
-    value, any other JSON type than the field's is encoding/json's UnmarshalTypeError."""
-    if value is None or isinstance(value, want):
-        return value
-    raise ValueError(f"json: cannot unmarshal {value_kind(value)} into Go struct field {field} of type {go_type}")
-
-
-def _decoded(doc: dict, version: str) -> tuple[dict, list]:
-    """A PodSecurityConfiguration's defaults and its usernames, runtimeClasses and namespaces exempt
-    (`version`: the Go package the decoder names, v1, v1beta1 or v1alpha1)."""
-    defaults = go_typed(doc.get("defaults"), dict, "PodSecurityConfiguration.defaults",
-                        f"{version}.PodSecurityDefaults") or {}
-    ex = go_typed(doc.get("exemptions"), dict, "PodSecurityConfiguration.exemptions",
-                  f"{version}.PodSecurityExemptions") or {}
-    exemptions = []
-    for key in ("usernames", "runtimeClasses", "namespaces"):
-        field = f"PodSecurityConfiguration.exemptions.{key}"
-        names = go_typed(ex.get(key), list, field, "[]string") or ()
-        exemptions.append([go_typed(name, str, field, "string") for name in names])
-    return defaults, exemptions
-
-
-#: the PodSecurityConfiguration versions 1.37's scheme decodes (the same fields in each)
-CONFIG_VERSIONS = {f"pod-security.admission.config.k8s.io/{v}": v for v in ("v1", "v1beta1", "v1alpha1")}
-#: PodSecurityConfiguration's fields (the same in each version): what else a document holds is unknown
-_CONFIG_SCHEMA = {"apiVersion": str, "kind": str, "defaults": {m + s: str for m in MODES for s in ("", "-version")},
-                  "exemptions": {"usernames": [str], "runtimeClasses": [str], "namespaces": [str]}}
+#: the PodSecurityConfiguration versions 1.37's scheme decodes (the same fields in each, in a Go
+#: package of each version's name), as pod-security-admission's strict codec decodes them
+CONFIG_VERSIONS = tuple(f"pod-security.admission.config.k8s.io/{v}" for v in ("v1", "v1beta1", "v1alpha1"))
+CONFIG_FILE = Kind(CONFIG_VERSIONS, "PodSecurityConfiguration",
+                   "k8s.io/pod-security-admission/admission/api/scheme/scheme.go:29", lambda v: Struct(
+                       f"{v}.PodSecurityConfiguration", {
+                           "apiVersion": str, "kind": str,
+                           "defaults": Struct(f"{v}.PodSecurityDefaults", {m + s: str for m in MODES for s in ("", "-version")}),
+                           "exemptions": Struct(f"{v}.PodSecurityExemptions", {
+                               "usernames": [str], "runtimeClasses": [str], "namespaces": [str]})}))
+#: how the API server words a plugin whose configuration it cannot build (its admission chain's)
+PLUGIN_INIT = "couldn't init admission plugin \"{}\": "
 
 
 class Config:
@@ -165,27 +148,21 @@ class Config:
         self.exempts = bool(self.namespaces or self.usernames)
 
     @classmethod
-    def parse(cls, doc: dict, repeated: list[str] = ()) -> Config:
-        """A PodSecurityConfiguration document, decoded strictly as pod-security-admission's codec
-        does: after a field of another JSON type (reported alone), the keys its file repeats
-        (`repeated`, configfile's) and the fields it does not know are one strict decoding error;
-        ValueError says what is wrong with it."""
-        if not isinstance(doc, dict) or doc.get("kind") != "PodSecurityConfiguration" or \
-                not isinstance(doc.get("apiVersion"), str) or doc["apiVersion"] not in CONFIG_VERSIONS:
-            raise ValueError("PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 "
-                             "PodSecurityConfiguration")
+    def parse(cls, doc: dict, repeated: list[str] = (), text: str = "") -> Config:
+        """A PodSecurityConfiguration document (`text`: what its file held), decoded strictly as
+        pod-security-admission's codec does (configfile's checks, `repeated` the keys its file
+        repeats) and validated; ValueError says what is wrong with it, as the API server does."""
         try:
-            defaults, exemptions = _decoded(doc, CONFIG_VERSIONS[doc["apiVersion"]])
-        except ValueError as e:
-            raise ValueError(f"PodSecurity configuration: {e}") from None
-        strict = [*repeated, *(f'unknown field "{p}"' for p in unknown_fields(doc, _CONFIG_SCHEMA))]
-        if strict:
-            raise ValueError(f"PodSecurity configuration: {configfile.strict_error(strict)}")
+            doc, _ = configfile.decode_object(doc, list(repeated), text, CONFIG_FILE)
+        except configfile.DecodeError as e:
+            raise ValueError(PLUGIN_INIT.format("PodSecurity") + str(e)) from None
+        defaults, ex = doc.get("defaults") or {}, doc.get("exemptions") or {}
+        exemptions = [ex.get(key) or () for key in ("usernames", "runtimeClasses", "namespaces")]
         labels = {PREFIX + k: v for k, v in defaults.items()}
         base = Policy(*(LevelVersion(PRIVILEGED),) * 3)
         policy, errs = policy_for(labels, base)
         if errs:
-            raise ValueError("PodSecurity configuration: " + "; ".join(
+            raise ValueError(PLUGIN_INIT.format("PodSecurity") + "; ".join(
                 str(e).replace(f"metadata.labels[{PREFIX}", "defaults[") for e in errs))
         return cls(policy, *exemptions)
 

@@ -13,9 +13,11 @@ default": critical pods only where a quota of their class is)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...machinery import errors
+from ...machinery import configfile, errors
+from ...machinery.configfile import Kind, Struct
 from ...machinery.quantity import Quantity, add, parse_list
 from ...quota.evaluators import (
     ClaimLookup,
@@ -28,7 +30,8 @@ from ...quota.evaluators import (
     scope_selectors,
     usage,
 )
-from .pod_security import go_typed
+from ..auth.authentication_config import SCHEME
+from .pod_security import PLUGIN_INIT
 from ..rest import SYSTEM, WriteOptions
 from .lookup import Listing, get, list_objects, object_name
 
@@ -36,10 +39,23 @@ from .lookup import Listing, get, list_objects, object_name
 ATTEMPTS = 8
 
 
-#: the ResourceQuota plugin's configuration kinds: (apiVersion, kind)
-CONFIG_KINDS = (("apiserver.config.k8s.io/v1", "ResourceQuotaConfiguration"),
-                ("resourcequota.admission.k8s.io/v1beta1", "Configuration"),
-                ("resourcequota.admission.k8s.io/v1alpha1", "Configuration"))
+def _config_schema(kind: str) -> Callable[[str], Struct]:
+    """The ResourceQuota plugin's configuration (`kind` in a Go package of its version's name): the
+    resources quota limits."""
+    return lambda v: Struct(f"{v}.{kind}", {"apiVersion": str, "kind": str, "limitedResources": [Struct(
+        f"{v}.LimitedResource", {"apiGroup": str, "resource": str, "matchContains": [str],
+                                 "matchScopes": [Struct("v1.ScopedResourceSelectorRequirement", {
+                                     "scopeName": "v1.ResourceQuotaScope", "operator": "v1.ScopeSelectorOperator",
+                                     "values": [str]})]})]})
+
+
+#: the configuration's kinds as the plugin's (lenient) codec decodes them, by apiVersion prefix:
+#: resourcequota.admission.k8s.io's Configuration, apiserver.config.k8s.io/v1's ResourceQuotaConfiguration
+CONFIG_FILES = {"resourcequota.admission.k8s.io/": Kind(
+                    tuple(f"resourcequota.admission.k8s.io/{v}" for v in ("v1beta1", "v1alpha1")), "Configuration",
+                    SCHEME, _config_schema("Configuration")),
+                "": Kind("apiserver.config.k8s.io/v1", "ResourceQuotaConfiguration", SCHEME,
+                         _config_schema("ResourceQuotaConfiguration"))}
 
 
 def pretty(bag: dict[str, Quantity]) -> str:
@@ -57,27 +73,21 @@ class LimitedResource:
     scopes: tuple[dict, ...] = field(default=())
 
 
-def parse_configuration(doc: dict) -> list[LimitedResource]:
-    """A ResourceQuotaConfiguration's limitedResources; ValueError says what is wrong with it."""
-    if not isinstance(doc, dict) or (doc.get("apiVersion"), doc.get("kind")) not in CONFIG_KINDS:
-        raise ValueError("ResourceQuota configuration must be an apiserver.config.k8s.io/v1 ResourceQuotaConfiguration")
-    where = "Configuration.limitedResources"
-    out = []
+def parse_configuration(doc: dict, text: str = "") -> list[LimitedResource]:
+    """A ResourceQuota configuration's limitedResources (`text`: what its file held); ValueError says
+    what is wrong with it, as the API server does."""
+    version = doc.get("apiVersion") if isinstance(doc, dict) else None
+    kind = next(k for prefix, k in CONFIG_FILES.items() if str(version or "").startswith(prefix))
     try:
-        for i, item in enumerate(go_typed(doc.get("limitedResources"), list, where, "[]v1.LimitedResource") or ()):
-            item = go_typed(item, dict, where, "v1.LimitedResource") or {}
-            contains = go_typed(item.get("matchContains"), list, f"{where}.matchContains", "[]string") or ()
-            scopes = go_typed(item.get("matchScopes"), list, f"{where}.matchScopes",
-                              "[]v1.ScopedResourceSelectorRequirement") or ()
-            resource = go_typed(item.get("resource"), str, f"{where}.resource", "string")
-            if not resource:
-                raise ValueError(f"limitedResources[{i}].resource: Required value")
-            out.append(LimitedResource(go_typed(item.get("apiGroup"), str, f"{where}.apiGroup", "string") or "", resource,
-                                       tuple(go_typed(c, str, f"{where}.matchContains", "string") for c in contains),
-                                       tuple(go_typed(sel, dict, f"{where}.matchScopes",
-                                                      "v1.ScopedResourceSelectorRequirement") or {} for sel in scopes)))
-    except ValueError as e:
-        raise ValueError(f"ResourceQuota configuration: {e}") from None
+        doc, _ = configfile.decode_object(doc, [], text, kind, lenient=True)
+    except configfile.DecodeError as e:
+        raise ValueError(PLUGIN_INIT.format("ResourceQuota") + str(e)) from None
+    out = []
+    for i, item in enumerate(doc.get("limitedResources") or ()):
+        if not item.get("resource"):
+            raise ValueError(f"{PLUGIN_INIT.format('ResourceQuota')}limitedResources[{i}].resource: Required value")
+        out.append(LimitedResource(item.get("apiGroup") or "", item["resource"], tuple(item.get("matchContains") or ()),
+                                   tuple(item.get("matchScopes") or ())))
     return out
 
 
