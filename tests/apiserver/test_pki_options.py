@@ -135,3 +135,22 @@ def test_the_published_trust_is_joined_with_what_the_configmap_held():
     expiry = short.cert.not_valid_after_utc.timestamp()
     assert short.cert_pem.decode() in combined(stored, ours, expiry + 299)["client-ca-file"]
     assert combined(stored, ours, expiry + 301)["client-ca-file"] == (old.cert_pem + new.cert_pem).decode()
+
+
+def test_api_workers_are_given_every_certificate_flag_as_up_read_it(tmp_path, monkeypatch):
+    """`up --api-workers N` hands each worker its certificate flags (files by absolute paths): the
+    worker reads the same options (an empty --requestheader-allowed-names too: any name)."""
+    parser = argparse.ArgumentParser()
+    pki_options.add_flags(parser)
+    monkeypatch.chdir(tmp_path)
+    up = parser.parse_args(["--tls-cert-file", "a.crt", "--tls-private-key-file", "a.key",
+                            "--tls-sni-cert-key", "s.crt,s.key:api.example.test,*.apps.test", "--client-ca-file", "c.crt",
+                            "--requestheader-client-ca-file", "r.crt", "--requestheader-allowed-names", "",
+                            "--requestheader-username-headers", "X-Edge-User,X-Remote-User",
+                            "--proxy-client-cert-file", "p.crt", "--proxy-client-key-file", "p.key"])
+    given = pki_options.load(up)
+    argv = pki_options.worker_argv(up)
+    monkeypatch.chdir("/")  # (a worker's paths do not depend on where it runs)
+    assert pki_options.load(parser.parse_args(argv)) == given
+    assert given.requestheader.allowed_names == () and given.sni[0].names == ("api.example.test", "*.apps.test")
+    assert given.proxy_client == (str(tmp_path / "p.crt"), str(tmp_path / "p.key"))
