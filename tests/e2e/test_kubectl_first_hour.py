@@ -41,3 +41,19 @@ def test_label_limits_are_worded_in_bytes_as_kubectls_own_check(cluster):
     r = cluster.kubectl("-n", NS, "create", "configmap", "n" * 254, check=False)
     assert r.returncode == 1 and "metadata.name: Invalid value" in r.stderr
     assert "must be no more than 253 characters" in r.stderr
+
+
+def test_a_dotted_dns_label_is_told_it_must_not_contain_dots(cluster):
+    """IsDNS1123Label answers a valid subdomain that is not a label with "must not contain dots":
+    `kubectl create ns my.team` is refused so, and a pod named web.1 (its name is its hostname) is
+    created with the hostname warning naming the dots, not the label pattern."""
+    r = cluster.kubectl("create", "namespace", "my.team", check=False)
+    assert r.returncode == 1
+    assert r.stderr.strip() == ('The Namespace "my.team" is invalid: metadata.name: Invalid value: "my.team": '
+                                "must not contain dots")
+    pod = ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web.1"}, '
+           '"spec": {"containers": [{"name": "c", "image": "nginx"}]}}')
+    r = cluster.kubectl("-n", NS, "create", "-f", "-", input=pod)
+    assert r.stdout.strip() == "pod/web.1 created"
+    assert r.stderr.strip() == ("Warning: metadata.name: this is used in the Pod's hostname, which can result in "
+                                "surprising behavior; a DNS label is recommended: [must not contain dots]")

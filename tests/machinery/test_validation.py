@@ -137,6 +137,15 @@ def test_label_keys_and_values_count_bytes_where_names_count_characters():
     assert dns1123_label("\u00e9" * 40)[0] == "must be no more than 63 characters"
 
 
+def test_a_dns_label_failing_only_for_its_dots_is_told_so():
+    """IsDNS1123Label: a valid subdomain that is not a label gets "must not contain dots" in place of
+    the pattern (after the length, if that fails too); anything else still gets the pattern."""
+    assert dns1123_label("my.team") == ["must not contain dots"]
+    assert dns1123_label("a" * 40 + "." + "b" * 40) == ["must be no more than 63 characters", "must not contain dots"]
+    assert dns1123_label("My.team")[0].startswith("a lowercase RFC 1123 label must consist of")
+    assert dns1123_label("team.") == dns1123_label("-team")
+
+
 def test_remembered_dns_names_keep_rejecting():
     assert dns1123_label("app") == [] == dns1123_label("app")
     assert dns1123_label("App_1") and dns1123_label("App_1") == dns1123_label("App_1")

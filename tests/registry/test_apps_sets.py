@@ -119,7 +119,8 @@ async def test_statefulset_name_is_a_dns_label_on_create_only(client):
     sts = client.resource("apps", "v1", "statefulsets")
     assert 'metadata.name: Invalid value: "' + "a" * 64 + '": must be no more than 63 characters' in \
         await invalid(sts, statefulset(name="a" * 64))
-    assert "a lowercase RFC 1123 label must consist of" in await invalid(sts, statefulset(name="web.v1"))
+    assert 'metadata.name: Invalid value: "web.v1": must not contain dots' in await invalid(sts, statefulset(name="web.v1"))
+    assert "a lowercase RFC 1123 label must consist of" in await invalid(sts, statefulset(name="web_v1"))
     strategy = next(r for r in all_resources() if r.plural == "statefulsets")
     dotted = statefulset(name="web.v1")
     strategy.strategy.default(dotted, "v1")
