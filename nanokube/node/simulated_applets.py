@@ -300,6 +300,8 @@ def _test(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         node = fs.lookup(args[1])
         ok = node is not None and {"-e": True, "-f": not isinstance(node, Dir), "-d": isinstance(node, Dir),
                                    "-s": isinstance(node, Dir) or bool(getattr(node, "data", b""))}[args[0]]
+    elif len(args) == 2 and args[0] in ("-L", "-h"):  # a link, whether or not it leads anywhere
+        ok = fs.link(args[1]) is not None
     elif len(args) == 2 and args[0] in ("-n", "-z"):
         ok = bool(args[1]) == (args[0] == "-n")
     elif len(args) == 3 and args[1] in ("=", "==", "!="):

@@ -49,7 +49,7 @@ read as one of a small, closed set; anything else is left to the annotations
 Where the container's files are given (`fs`, simulated_fs: what exec and an
 interactive shell see), the commands `kubectl cp` and people use on files
 run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
-`touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
+`touch`, `test`/`[` (-e -f -d -s -L -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `ln -s [-fn]`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, `readlink [-f]`, `stat -c`,

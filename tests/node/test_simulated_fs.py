@@ -175,6 +175,8 @@ def test_links_made_with_ln_are_followed_listed_and_removed_as_links(pod_files):
         1, b"", "ln: can't create symlink '/tmp/app' to 'v2': File exists\n")
     assert run(fs, "sh", "-c", "ln -sfn v2 /data/current; readlink /data/current") == (0, b"v2\n", "")
     assert run(fs, "cat", "/tmp/dangling") == (1, b"", "cat: can't open '/tmp/dangling': No such file or directory\n")
+    assert run(fs, "sh", "-c", "[ -L /tmp/dangling ] && [ ! -e /tmp/dangling ] && [ ! -h /data/v1 ] && "
+                               "[ -h /data/current ]") == (0, b"", "")
     assert run(fs, "sh", "-c", "ln -s /tmp/loop /tmp/loop; cat /tmp/loop") == (
         1, b"", "cat: can't open '/tmp/loop': Too many levels of symbolic links\n")
     assert run(fs, "ln", "-s", "/data", "/etc/app/data") == (
