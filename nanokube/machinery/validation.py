@@ -321,7 +321,9 @@ def _bounded_match(value: str, limit: int, pattern: re.Pattern, message: str, un
 def dns1123_label(value: str) -> list[str]:
     """IsDNS1123Label: a value that fails only for its dots (a valid subdomain) is told so, not given
     the pattern (`kubectl create ns my.team`, a pod named web.1's hostname warning)."""
-    if not _DNS1123_LABEL.match(value) and _DNS1123_SUBDOMAIN.match(value):
+    if _DNS1123_LABEL.match(value):
+        return ["must be no more than 63 characters"] if _longer(value, 63) else []
+    if _DNS1123_SUBDOMAIN.match(value):
         return [*_bounded_match(value, 63, _DNS1123_SUBDOMAIN, ""), "must not contain dots"]
     return _bounded_match(value, 63, _DNS1123_LABEL, (
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
