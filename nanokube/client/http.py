@@ -131,8 +131,10 @@ class HTTPClient:
         self.field_manager = field_manager
         self.user_agent = user_agent
         self._index = RemoteIndex()
-        #: whether discovery was read since the last `invalidate` (memcache's Fresh)
-        self._fresh = False
+        #: when discovery was last read, on the client's clock; None: never, or `invalidate`d since
+        self._read_at: float | None = None
+        #: how long a read stays fresh (`reset_mapping_every`); None: until `invalidate`
+        self._fresh_for: float | None = None
         #: the read of discovery in flight, which callers meanwhile wait for instead of reading again
         self._reading: asyncio.Future | None = None
         #: the connections: the unary requests' kept alive, each watch's its own
@@ -239,20 +241,31 @@ class HTTPClient:
                                                      f"(kind {doc.get('kind')!r})")
             for group in doc.get("items") or []:
                 index.add(group)
-        self._root.index, self._root._fresh = index, True
+        self._root.index, self._root._read_at = index, self.clock.monotonic()
 
     def invalidate(self) -> None:
-        """Discovery is to be read again the next time a look-up finds nothing: kube-controller-manager
-        resets its RESTMapper every 30 s (`controllers/manager.py`), which costs nothing until then."""
-        self._root._fresh = False
+        """Discovery is to be read again the next time a look-up finds nothing (a RESTMapper reset),
+        which costs nothing until then."""
+        self._root._read_at = None
+
+    def reset_mapping_every(self, period: float) -> None:
+        """A read of discovery goes stale `period` seconds after it, as kube-controller-manager resets
+        its RESTMapper every 30 s (`controllers/manager.py`): taken at the next miss instead of by a
+        ticker, so an idle client is never woken for it."""
+        self._root._fresh_for = period
+
+    def _fresh(self) -> bool:
+        root = self._root
+        return root._read_at is not None and (root._fresh_for is None
+                                              or self.clock.monotonic() - root._read_at < root._fresh_for)
 
     async def mapping(self, group: str, kind: str) -> RemoteResource | None:
         """The resource serving `kind` in `group` (a RESTMapping), None if discovery lists none.
-        A kind not found in discovery read before the last `invalidate` has it read again first,
-        as client-go's deferred RESTMapper resets on a no-match when its cache is not fresh: a
-        custom resource whose CRD came later is found without polling."""
+        A kind not found in discovery that is no longer fresh (`invalidate`, `reset_mapping_every`)
+        has it read again first, as client-go's deferred RESTMapper resets on a no-match when its
+        cache is not fresh: a custom resource whose CRD came later is found without polling."""
         res = self.index.by_kind(group, kind)
-        if res is None and not self._root._fresh:
+        if res is None and not self._fresh():
             await self.discover()
             res = self.index.by_kind(group, kind)
         return res

@@ -68,8 +68,8 @@ from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusCon
 #: the Lease (in kube-system) whose holder runs the controllers
 LEASE_NAME = "kube-controller-manager"
 #: seconds between resets of the controllers' RESTMapper (CreateControllerContext's, 30 s): a kind
-#: a controller cannot map after one (an HPA's or a PDB's target, an owner reference) has discovery
-#: read again, at most once a period and only then (`HTTPClient.mapping`)
+#: a controller cannot map (an HPA's or a PDB's target, an owner reference) has discovery read
+#: again when the last read is that old, at most once a period and only then (`HTTPClient.mapping`)
 MAPPER_RESET_PERIOD = 30.0
 #: kube-controller-manager's client limit by default (--kube-api-qps 20, --kube-api-burst 30)
 KCM_CLIENT_LIMIT = (20.0, 30)
@@ -239,7 +239,7 @@ class ControllerManager:
         (--kube-api-qps, --kube-api-burst; None: none) gives each controller's client, each of those
         two and the token controller's a token bucket of its own, as upstream's builder makes each a
         clientset (the pod-identity signer, not kube-controller-manager's, has none)."""
-        self.client, self.clock = client, clock
+        self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
 
@@ -285,7 +285,6 @@ class ControllerManager:
         self.started = asyncio.Event()
         self._running: list[Controller] = []
         self._task: asyncio.Task | None = None
-        self._mapper_reset: asyncio.Task | None = None
 
     @classmethod
     def elected(cls, client, identity: str, clock: Clock = REAL, **kw) -> ControllerManager:
@@ -332,17 +331,12 @@ class ControllerManager:
         if not self._fresh:
             self.controllers = self._build()
         self._fresh = False
-        self._mapper_reset = asyncio.create_task(self._reset_mapper())
+        self.client.reset_mapping_every(MAPPER_RESET_PERIOD)
         for c in self.controllers:
             # listed before it starts: a start cut short is stopped too (stopping an unstarted one is harmless)
             self._running.append(c)
             await c.start()
         self.started.set()
-
-    async def _reset_mapper(self) -> None:
-        while True:
-            await self.clock.sleep(MAPPER_RESET_PERIOD)
-            self.client.invalidate()
 
     async def _lead(self) -> None:
         await self._start_all()
@@ -358,9 +352,6 @@ class ControllerManager:
 
     async def _stop_all(self) -> None:
         self.started.clear()
-        if self._mapper_reset is not None:
-            self._mapper_reset.cancel()
-            self._mapper_reset = None
         while self._running:
             await self._running.pop().stop()
         await self.informers.stop()
