@@ -78,6 +78,9 @@ class LocalClient:
     def invalidate(self) -> None:
         """Nothing to forget (`HTTPClient.invalidate`)."""
 
+    def reset_mapping_every(self, period: float) -> None:
+        """Nothing goes stale (`HTTPClient.reset_mapping_every`)."""
+
     async def mapping(self, group: str, kind: str):
         """The resource serving `kind` in `group`, None if none does (`HTTPClient.mapping`)."""
         return self.rest.index.by_kind(group, kind)
