@@ -479,6 +479,8 @@ class ContainerFS:
         if real is not None:
             if os.path.isdir(real):
                 raise FsError(IS_DIR)
+            if os.path.islink(real) and not _within(os.path.realpath(real), os.path.realpath(mount.root or "")):
+                raise FsError(NOT_FOUND)  # (a link out of its volume leads nowhere, as `_host_node` reads it)
             _write_real(real, data, append, mode, mtime)
             self._done("write", path, data, append=append, mode=mode, mtime=mtime)
             return

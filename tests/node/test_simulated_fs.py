@@ -577,3 +577,19 @@ def test_chroot_into_the_nodes_root_runs_a_command_there(tmp_path):
     assert not step.exited and shell.status == 3
     assert shell.line("ls /host/etc", T0).output == ((0, "stdout", "os-release\n"),)
     assert shell.line("exit", T0).exited
+
+
+def test_a_write_through_a_link_out_of_a_volume_on_the_node_reaches_no_file_of_the_node(tmp_path):
+    """A link a container makes in a claim on the node may name any path: read or written, one that
+    leads out of the volume leads nowhere, the node's own file untouched; one within it is followed."""
+    (tmp_path / "pv").mkdir()
+    os.symlink(tmp_path / "pv", tmp_path / "ckpt")
+    (node_file := tmp_path / "node.txt").write_text("the node's\n")
+    pod = {"metadata": {"name": "w"}, "spec": {
+        "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
+        "containers": [{"name": "main", "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}]}]}}
+    claim = PodFiles(pod, lambda name: str(tmp_path / name), _Clock()).container("main")
+    code, _, err = run(claim, "sh", "-c", f"ln -s {node_file} /ckpt/out; echo mine > /ckpt/out")
+    assert (code, err) == (1, "sh: can't create /ckpt/out: nonexistent directory\n")  # (ash's ENOENT)
+    assert node_file.read_text() == "the node's\n"
+    assert run(claim, "sh", "-c", "ln -s new /ckpt/in; echo mine > /ckpt/in; cat /ckpt/new") == (0, b"mine\n", "")
