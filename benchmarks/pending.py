@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -64,6 +65,8 @@ from .api import (PodsApi, Progress, Server, _bounded, _number, _running, _tail,
 #: `--pending-modes` names and their columns' headings
 MODES = {"none": "no scheduler", "in-process": "scheduler", "own-process": "scheduler (own process)"}
 DEFAULT_MODES = ("none", "in-process")
+#: the row of `_idle`'s checks
+CHECKS = "harness checks of the pending pods until idle (/metrics reads, a LIST once they add up; CPU left out)"
 #: rows only the own-process mode has
 PROCESS_METRICS = (
     "scheduler process CPU per pending create, during the creates (ms)",
@@ -78,7 +81,7 @@ METRICS = (
     "server CPU per pending pod, until idle (ms)",
     "benchmark client CPU per pending create (ms)",
     "server idle after last create (s)",
-    "harness checks of the pending pods until idle (LISTs; their CPU left out)",
+    CHECKS,
     "setup: node creates (nodes/s)",
     "setup: bound pod creates (pods/s)",
     "setup: server CPU per bound pod create (ms)",
@@ -141,6 +144,25 @@ async def _reported(api: PodsApi) -> int:
                    for c in (pod.get("status") or {}).get("conditions") or ()) for pod in body["items"])
 
 
+#: the server's storage writes of a scheduler's report on a pending pod: its FailedScheduling Event's
+#: create and its PodScheduled=False status update, as (operation, resource) of etcd_requests_total
+REPORT_WRITES = (("create", "events"), ("update", "pods"))
+#: seconds between two checks of an unfinished report (`_idle`)
+CHECK_EVERY = 5.0
+
+
+async def _stored(api: PodsApi) -> dict[tuple[str, str], float]:
+    """The server's etcd_requests_total of REPORT_WRITES, from one /metrics read."""
+    out = dict.fromkeys(REPORT_WRITES, 0.0)
+    for line in (await api.call("GET", f"{api.url}/metrics")).decode().splitlines():
+        if line.startswith("etcd_requests_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            key = (labels.get("operation"), labels.get("resource"))
+            if key in out:
+                out[key] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
 @dataclass(frozen=True)
 class Processes:
     """The processes whose CPU is read: the server's (`up` and the API workers it started, found
@@ -161,18 +183,22 @@ class Processes:
         return sum(cpu[:len(self.server)])
 
 
-async def _idle(api: PodsApi, procs: Processes, wanted: int) -> tuple[float, tuple[float, ...], int]:
+async def _idle(api: PodsApi, procs: Processes, wanted: int, stored: dict | None = None
+                ) -> tuple[float, tuple[float, ...], int]:
     """Waits until the server and the scheduler process have used under a tenth of a core
     together over half a second with `wanted` pending pods reported on, and returns when that idle
     spell began, each process's CPU seconds then and how many checks it took. Idleness is read from
     /proc rather than from a watch of the pods: handing one HTTPS watch every pod event (ADDED,
     then the scheduler's MODIFIED, a loop turn apart so one TLS record and `send` each) was a third
-    of the server's CPU after the creates, the harness measuring itself. A LIST then checks the
-    reports; if some are missing, the next idle spell is waited for. While a rate-limited scheduler
-    trickles its writes many spells are idle ones, and each check LISTs every pending pod: the CPU
-    read around the checks that failed (inside the span; the last one comes after it) is taken out
-    of what is returned, so "until idle" counts the scheduler's work, not the harness's."""
-    checks, spent = 0, (0.0,) * len(procs.pids)
+    of the server's CPU after the creates, the harness measuring itself. A rate-limited scheduler
+    trickles its writes under that tenth for minutes, so most spells are idle ones: an idle spell
+    is checked at most every CHECK_EVERY seconds, by the server's count of the report writes since
+    `stored` (a /metrics read), and once they add up by a LIST of the pending pods' reports; if some
+    are missing, the next idle spell is waited for. The CPU read around each check that failed
+    (inside the span; the last one comes after it) is taken out of what is returned, so "until idle"
+    counts the scheduler's work, not the harness's. (A LIST at every idle spell took out with its
+    own CPU whatever the scheduler did meanwhile: the more spells, the less the span seemed to cost.)"""
+    checks, spent, looked = 0, (0.0,) * len(procs.pids), -math.inf
     while True:
         began, cpu = time.perf_counter(), procs.cpu()
         while True:
@@ -183,8 +209,11 @@ async def _idle(api: PodsApi, procs: Processes, wanted: int) -> tuple[float, tup
             began, cpu = now, used
         if not wanted:
             return began, _minus(cpu, spent), checks
-        before, checks = procs.cpu(), checks + 1
-        if await _reported(api) >= wanted:
+        if now - looked < CHECK_EVERY:
+            continue
+        before, checks, looked = procs.cpu(), checks + 1, now
+        written = await _stored(api)
+        if all(written[k] - stored[k] >= wanted for k in REPORT_WRITES) and await _reported(api) >= wanted:
             return began, _minus(cpu, spent), checks
         spent = tuple(s + a - b for s, a, b in zip(spent, procs.cpu(), before))
 
@@ -227,6 +256,7 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         # machine measures it inside the span and the ratio moves with its speed.
         settled, _, _ = await _idle(api, procs, 0)
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
+        stored = await _stored(api)
         cpu0, client0 = procs.cpu(), time.process_time()
         rate, latencies = await _rate(cfg.pending_pods, cfg.concurrency,
                                       lambda i: api.call("POST", api.pods, pending(i)))
@@ -234,7 +264,7 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         clients = {"benchmark": os.getpid()} | ({"scheduler": procs.scheduler} if procs.scheduler else {})
         census = connections(list(procs.server), urllib.parse.urlsplit(server.url).port, clients)
         progress(f"  connections at the last create, per server process: {census}")
-        idle, cpu2, checks = await _idle(api, procs, cfg.pending_pods if with_scheduler else 0)
+        idle, cpu2, checks = await _idle(api, procs, cfg.pending_pods if with_scheduler else 0, stored)
         reported = await _reported(api)
 
     def per_pod(cpu: tuple[float, ...], i: int | None = None) -> float:
@@ -250,7 +280,7 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         "server CPU per pending pod, until idle (ms)": per_pod(cpu2),
         "benchmark client CPU per pending create (ms)": client / cfg.pending_pods * 1000,
         "server idle after last create (s)": max(idle - last_create, 0.0),
-        "harness checks of the pending pods until idle (LISTs; their CPU left out)": checks,
+        CHECKS: checks,
         "setup: node creates (nodes/s)": node_rate,
         "setup: bound pod creates (pods/s)": bound_rate,
         "setup: server CPU per bound pod create (ms)": bound_cpu / cfg.bound_pods * 1000,
