@@ -161,11 +161,14 @@ class ServingTLS:
 def verified_chain(transport) -> list[bytes]:
     """A connection's client certificate chain as the handshake verified it (DER, the leaf first,
     then the intermediates the client sent, up to the CA of ours it ends in); [] without one.
-    (Python 3.13 names the call; 3.11's SSLObject has it on the object it wraps.)"""
+    (Python 3.13's SSLObject gives it as DER; 3.11's has it only on the object it wraps, as
+    certificates.)"""
     obj = transport.get_extra_info("ssl_object") if transport else None
     if obj is None:
         return []
-    chain = (getattr(obj, "get_verified_chain", None) or obj._sslobj.get_verified_chain)()
+    if hasattr(obj, "get_verified_chain"):
+        return obj.get_verified_chain()
+    chain = obj._sslobj.get_verified_chain()
     return [c.public_bytes(ssl._ssl.ENCODING_DER) for c in chain] if chain else []
 
 

@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 
-from nanokube.apiserver.serving_tls import SNICert, ServingTLS
+from nanokube.apiserver.serving_tls import SNICert, ServingTLS, signed_by, verified_chain
 from nanokube.pki.ca import issue, new_ca
 
 
@@ -26,8 +26,19 @@ def _write(path, data: bytes) -> str:
     return str(path)
 
 
-def _handshake(tls: ServingTLS, tmp_path, client=None, server_name=None) -> tuple[bytes, dict | None]:
-    """(the certificate the server served, the client certificate it verified) of one connection."""
+class _Transport:
+    """What asyncio's TLS transport gives of its connection: the SSL object."""
+
+    def __init__(self, ssl_object) -> None:
+        self.ssl_object = ssl_object
+
+    def get_extra_info(self, name):
+        return self.ssl_object if name == "ssl_object" else None
+
+
+def _handshake(tls: ServingTLS, tmp_path, client=None, server_name=None, chains=None) -> tuple[bytes, dict | None]:
+    """(the certificate the server served, the client certificate it verified) of one connection;
+    the chain it verified added to `chains` where given."""
     a, b = socket.socketpair()
     got: dict = {}
 
@@ -35,6 +46,8 @@ def _handshake(tls: ServingTLS, tmp_path, client=None, server_name=None) -> tupl
         try:
             with tls.context().wrap_socket(a, server_side=True) as s:
                 got["peer"] = s.getpeercert()
+                if chains is not None:
+                    chains.append(verified_chain(_Transport(s)))
                 s.recv(1)
         except (ssl.SSLError, OSError) as e:
             got["error"] = e
@@ -95,5 +108,9 @@ def test_a_ca_file_of_an_intermediate_alone_verifies_its_certificates(tmp_path):
     mid = new_ca("intermediate", parent=root)
     server = issue(root, "server", server=True)
     tls = ServingTLS((server.cert_pem, server.key_pem), mid.cert_pem, new_ca("front").cert_pem)
-    assert _handshake(tls, tmp_path, issue(mid, "carol", client=True))[1]["subject"] == ((("commonName", "carol"),),)
+    chains: list = []
+    carol = issue(mid, "carol", client=True)
+    assert _handshake(tls, tmp_path, carol, chains=chains)[1]["subject"] == ((("commonName", "carol"),),)
+    assert chains == [[ssl.PEM_cert_to_DER_cert(p.decode()) for p in (carol.cert_pem, mid.cert_pem)]]
+    assert signed_by(tls, chains[0]) == (False, True)  # (the users' CA anchors it)
     assert _handshake(tls, tmp_path, issue(root, "dan", client=True))[1] is None

@@ -30,20 +30,12 @@ def test_the_flags_name_the_headers_and_no_allowed_name_allows_any():
     assert (u.name, u.groups, u.uid, u.extra) == ("bob", ("g", "system:authenticated"), "", {"scope": ["s"]})
 
 
-class _Cert:
-    def __init__(self, pem: bytes) -> None:
-        self.der = ssl.PEM_cert_to_DER_cert(pem.decode())
-
-    def public_bytes(self, _encoding) -> bytes:
-        return self.der
-
-
 class _Transport:
     """A TLS transport's view of the client certificate chain it verified (leaf first, up to the
-    CA of ours it ends in, each certificate as ssl gives it)."""
+    CA of ours it ends in, DER, as Python 3.13's SSLObject gives it)."""
 
     def __init__(self, *pems: bytes) -> None:
-        self.chain = [_Cert(p) for p in pems]
+        self.chain = [ssl.PEM_cert_to_DER_cert(p.decode()) for p in pems]
 
     def get_extra_info(self, name):
         return self if name == "ssl_object" else None
