@@ -75,9 +75,6 @@ class LocalClient:
     async def discover(self) -> None:
         """Nothing to read: the index is the server's own, always current (`HTTPClient.discover`)."""
 
-    def invalidate(self) -> None:
-        """Nothing to forget (`HTTPClient.invalidate`)."""
-
     def reset_mapping_every(self, period: float) -> None:
         """Nothing goes stale (`HTTPClient.reset_mapping_every`)."""
 

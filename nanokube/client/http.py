@@ -131,9 +131,9 @@ class HTTPClient:
         self.field_manager = field_manager
         self.user_agent = user_agent
         self._index = RemoteIndex()
-        #: when discovery was last read, on the client's clock; None: never, or `invalidate`d since
+        #: when discovery was last read, on the client's clock; None: never
         self._read_at: float | None = None
-        #: how long a read stays fresh (`reset_mapping_every`); None: until `invalidate`
+        #: how long a read stays fresh (`reset_mapping_every`); None: for good
         self._fresh_for: float | None = None
         #: the read of discovery in flight, which callers meanwhile wait for instead of reading again
         self._reading: asyncio.Future | None = None
@@ -243,11 +243,6 @@ class HTTPClient:
                 index.add(group)
         self._root.index, self._root._read_at = index, self.clock.monotonic()
 
-    def invalidate(self) -> None:
-        """Discovery is to be read again the next time a look-up finds nothing (a RESTMapper reset),
-        which costs nothing until then."""
-        self._root._read_at = None
-
     def reset_mapping_every(self, period: float) -> None:
         """A read of discovery goes stale `period` seconds after it, as kube-controller-manager resets
         its RESTMapper every 30 s (`controllers/manager.py`): taken at the next miss instead of by a
@@ -261,7 +256,7 @@ class HTTPClient:
 
     async def mapping(self, group: str, kind: str) -> RemoteResource | None:
         """The resource serving `kind` in `group` (a RESTMapping), None if discovery lists none.
-        A kind not found in discovery that is no longer fresh (`invalidate`, `reset_mapping_every`)
+        A kind not found in discovery that is no longer fresh (`reset_mapping_every`)
         has it read again first, as client-go's deferred RESTMapper resets on a no-match when its
         cache is not fresh: a custom resource whose CRD came later is found without polling."""
         res = self.index.by_kind(group, kind)

@@ -62,11 +62,13 @@ async def test_discovery_is_read_at_start_in_two_gets_and_never_polled():
 
 async def test_a_kind_unknown_after_a_reset_reads_discovery_again_once():
     """client-go's deferred RESTMapper: a no-match rereads discovery only when the cache is not fresh
-    (after a reset); the kind found then is served, and a kind still unknown costs no further read."""
+    (a reset period past its last read); the kind found then is served, and a kind still unknown
+    costs no further read while fresh."""
     server = APIServer(MemoryStore(), None, port=0)
     server.rest.admission.disable("ServiceAccount")
     await server.start()
-    c = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test")
+    clock = VirtualClock()
+    c = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
 
     def gets() -> float:
         return REGISTRY.get_sample_value("rest_client_requests_total", {"code": "200", "method": "GET",
@@ -74,9 +76,10 @@ async def test_a_kind_unknown_after_a_reset_reads_discovery_again_once():
     try:
         await c.start()
         await _establish_widgets(server)
+        c.named("a-controller").reset_mapping_every(30)  # a named client sets the discovery it shares
         assert await c.mapping("example.com", "Widget") is None  # fresh since start: no read
         assert gets() == 2
-        c.named("a-controller").invalidate()  # a named client resets the discovery it shares
+        await clock.advance(30)
         found, again = await asyncio.gather(c.mapping("example.com", "Widget"), c.mapping("example.com", "Widget"))
         assert found is again and (found.plural, found.namespaced, found.versions) == ("widgets", True, ["v1"])
         assert gets() == 4  # one read for both
