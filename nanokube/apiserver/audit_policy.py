@@ -9,7 +9,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from ..machinery import configfile
 from ..machinery.configfile import ANY, Kind, Struct
 from ..machinery.validation import FieldError, dns1123_subdomain, invalid, not_supported, required

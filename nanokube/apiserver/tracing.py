@@ -31,7 +31,6 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-
 from ..machinery import configfile, gofmt
 from ..machinery.configfile import Kind, Struct
 from .auth.authentication_config import SCHEME
