@@ -145,8 +145,9 @@ class StaticPods:
                 raise
             except Exception:
                 log.exception("static pods of %s: sync failed", self.path)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), STAT_INTERVAL)
+            timer = self.clock.call_later(STAT_INTERVAL, self._wake.set)  # (the injected clock's second)
+            await self._wake.wait()
+            timer.cancel()
             self._wake.clear()
 
     def mirror_pod(self, pod: dict) -> dict:
