@@ -462,7 +462,8 @@ def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> 
     failed, warned = False, False
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as archive:
         for path in opts.names:
-            node = fs.lookup(fs.normal(path, base), follow=False)
+            follow = path.endswith("/")  # (`current/`: the directory a link leads to, as path resolution gives it)
+            node = fs.lookup(fs.normal(path, base), follow=follow)
             if node is None:
                 run.err(f"tar: {path}: {NOT_FOUND}\n")
                 failed = True
@@ -473,7 +474,7 @@ def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> 
                 if not warned:
                     run.err("tar: removing leading '/' from member names\n")
                     warned = True
-            _tar_add(archive, fs, fs.normal(path, base), member.rstrip("/") or ".", opts.verbose and run)
+            _tar_add(archive, fs, fs.normal(path, base), member.rstrip("/") or ".", opts.verbose and run, follow)
     if failed:
         run.err("tar: error exit delayed from previous errors\n")
     if opts.file == "-":
@@ -487,11 +488,13 @@ def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> 
     return 1 if failed else 0
 
 
-def _tar_add(archive: tarfile.TarFile, fs: ContainerFS, path: str, member: str, verbose) -> None:
+def _tar_add(archive: tarfile.TarFile, fs: ContainerFS, path: str, member: str, verbose, follow: bool = False) -> None:
     """`path` as `member`, and what a directory holds, through the mounts below it; a link (one
     made with `ln -s`, a ConfigMap's file, its `..data`) as a link, its own time, as tar keeps one
-    without -h, whether or not its target is there."""
-    node = fs.lookup(path, follow=False)
+    without -h, whether or not its target is there; `follow`: not `path` itself (named with a slash after it)."""
+    node = fs.lookup(path, follow=follow)
+    if follow:
+        node = replace(node, link=None)
     info = tarfile.TarInfo(member)
     info.mode, info.mtime = node.mode, int(node.mtime)
     info.uname = info.gname = "root"

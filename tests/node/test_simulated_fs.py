@@ -199,6 +199,10 @@ def test_tar_archives_links_as_links_and_extracts_them(pod_files, tmp_path):
     with tarfile.open(fileobj=io.BytesIO(out)) as tar:
         links = {m.name: (m.linkname, m.mode, m.mtime) for m in tar.getmembers() if m.issym()}
     assert links == {"./current": ("v1", 0o777, T0), "./old": ("/gone", 0o777, T0)}
+    code, out_dir, _ = run(fs, "tar", "cf", "-", "-C", "/data", "current/")  # a slash after it: where it leads
+    with tarfile.open(fileobj=io.BytesIO(out_dir)) as tar:
+        assert [(m.name, m.type) for m in tar.getmembers()] == [("current", tarfile.DIRTYPE),
+                                                                  ("current/app.txt", tarfile.REGTYPE)]
     fresh = pod_files.container("side")
     assert run(fresh, "sh", "-c", "echo stale > /tmp/current") == (0, b"", "")
     assert run(fresh, "tar", "xf", "-", "-C", "/tmp", stdin=out) == (0, b"", "")
