@@ -30,7 +30,7 @@ from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .client import metrics as client_metrics
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
-from .machinery import errors, featuregates
+from .machinery import errors, featuregates, keepalive
 from .machinery.responses import error_response
 from .machinery.user import User, bearer_token
 from .pki.ca import issue, new_ca
@@ -267,7 +267,7 @@ class _Runner(web.AppRunner):
     """An AppRunner serving through a _QuietServer. aiohttp (pinned at 3.14.5) has no public way to
     choose the RequestHandler class: this overrides BaseRunner._make_server, the factory its own
     runners implement, and takes the app's handler, request factory and cancellation from the
-    server it makes, all public attributes; test_component_server's
+    server it makes, all public attributes (its requests made as keepalive.Request); test_component_server's
     test_the_aiohttp_hooks_the_quiet_handler_relies_on_are_there fails by name on an aiohttp that
     changes them."""
 
@@ -277,7 +277,9 @@ class _Runner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        return _QuietServer(server.request_handler, request_factory=server.request_factory,
+        factory = server.request_factory
+        return _QuietServer(server.request_handler,
+                            request_factory=lambda *args: factory(*args, _cls=keepalive.Request),
                             handler_cancellation=server.handler_cancellation, handler_args=self.handler_args)
 
 

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily
 
 from ..clock import REAL, Clock
-from ..machinery import gofmt
+from ..machinery import gofmt, keepalive
 from ..machinery.errors import APIError
 from ..machinery.responses import error_response
 from ..machinery.meta import new_uid
@@ -545,8 +545,9 @@ class AuditLog:
         self.metrics.error("buffered" if isinstance(e, BufferFull) else "log")
 
 
-class AuditedRequest(web.Request):
-    """The API server's requests (http_errors.StatusAppRunner makes them): the response echoes the
+class AuditedRequest(keepalive.Request):
+    """The API server's requests (http_errors.StatusAppRunner makes them; one that asks for an upgrade closes its
+    connection with its answer, keepalive.py): the response echoes the
     request's audit ID in an Audit-Id header from the hook aiohttp calls as any response's headers
     are written, a stream's before its handler returns, set where the response is written rather
     than by a hook made for each request (a closure and an attribute per request: ~15 k
