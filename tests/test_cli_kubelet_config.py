@@ -36,6 +36,10 @@ def _refusal(tmp_path, capsys, text: str | None, *flags: str) -> str:
     (HEAD + "authentication:\n  anonymous:\n    enabled: \"no\"\n", (),
      "failed to decode: json: cannot unmarshal string into Go struct field "
      "KubeletConfiguration.authentication.anonymous.enabled of type bool"),
+    (HEAD + "fileCheckFrequency: 20\n", (),
+     "failed to decode: json: cannot unmarshal number into Go struct field KubeletConfiguration.fileCheckFrequency "
+     "of type string"),
+    (HEAD + "fileCheckFrequency: soon\n", (), 'failed to decode: time: invalid duration "soon"'),
     (HEAD + "featureGates:\n  NodeSwap: 1\n", (),
      "failed to decode: json: cannot unmarshal number into Go struct field KubeletConfiguration.featureGates of "
      "type bool"),
@@ -129,3 +133,14 @@ def test_node_labels_the_kubelet_may_not_set_are_refused(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         'nanokube kubelet: invalid argument "team" for "--node-labels" flag: team must be formatted as key=value']
     assert not (tmp_path / "never.conf").exists()
+
+
+def test_unknown_fields_in_list_items_are_logged_and_dropped_as_the_lenient_decoder_drops_them(tmp_path, caplog):
+    from nanokube.node import kubelet_config
+
+    (path := tmp_path / "config.yaml").write_text(HEAD + "fileCheckFrequency: 5s\nregisterWithTaints:\n- key: a\n"
+                                                         "  effect: NoSchedule\n  colour: red\n")
+    with caplog.at_level("INFO", logger="nanokube.node.kubelet_config"):
+        cfg = kubelet_config.load(str(path))
+    assert (cfg["registerWithTaints"], cfg["fileCheckFrequency"]) == ([{"key": "a", "effect": "NoSchedule"}], "5s")
+    assert 'strict decoding error: unknown field "registerWithTaints[0].colour"' in caplog.text

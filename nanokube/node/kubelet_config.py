@@ -33,7 +33,7 @@ SCHEMA: dict[str, Any] = {
     "apiVersion": str, "kind": str, "address": str, "port": int, "readOnlyPort": int, "healthzPort": int,
     "healthzBindAddress": str, "maxPods": int, "podCIDR": str, "registerNode": bool, "rotateCertificates": bool,
     "serverTLSBootstrap": bool, "clusterDomain": str, "clusterDNS": [str], "staticPodPath": str,
-    "fileCheckFrequency": str, "mergeDefaultEvictionSettings": bool, "evictionMaxPodGracePeriod": int,
+    "fileCheckFrequency": configfile.DURATION, "mergeDefaultEvictionSettings": bool, "evictionMaxPodGracePeriod": int,
     "registerWithTaints": [{"key": str, "value": str, "effect": str, "timeAdded": str}],
     "authentication": {"x509": {"clientCAFile": str}, "webhook": {"enabled": bool, "cacheTTL": str},
                        "anonymous": {"enabled": bool}},
@@ -105,25 +105,14 @@ def _decode(path: str) -> dict:
     wrong = configfile.mistyped(acted, SCHEMA, KIND) or _map_mistyped(doc)
     if wrong:
         raise ConfigError(f"failed to decode: {wrong}")
-    if isinstance(doc.get("fileCheckFrequency"), str):  # (a metav1.Duration decodes through time.ParseDuration)
-        try:
-            goduration.parse(doc["fileCheckFrequency"])
-        except ValueError as e:
-            raise ConfigError(f"failed to decode: {e}") from None
     unknown = [k for k in doc if k not in SCHEMA and k not in _MAPS and k not in _OTHERS]
-    unknown += configfile.unknown_fields({k: v for k, v in acted.items() if isinstance(SCHEMA[k], dict)}, SCHEMA)
+    unknown += configfile.unknown_fields({k: v for k, v in acted.items() if isinstance(SCHEMA[k], dict | list)},
+                                        SCHEMA)
     strict += [f"unknown field {gofmt.quote(k)}" for k in unknown]
     if strict:  # upstream decodes v1beta1 leniently after a strict error, and says so
         log.info("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
-    return configfile.zeroed({k: _known(v, SCHEMA[k]) if k in SCHEMA else v for k, v in doc.items()
+    return configfile.zeroed({k: configfile.known(v, SCHEMA[k]) if k in SCHEMA else v for k, v in doc.items()
                               if k in SCHEMA or k in _MAPS or k in _OTHERS}, SCHEMA)
-
-
-def _known(value: Any, schema: Any) -> Any:
-    """`value` without the fields its schema does not name (the lenient decoder drops them)."""
-    if isinstance(schema, dict) and isinstance(value, dict):
-        return {k: _known(v, schema[k]) for k, v in value.items() if k in schema}
-    return value
 
 
 def _map_mistyped(doc: dict) -> str | None:
