@@ -16,6 +16,9 @@ from typing import Mapping
 
 import yaml
 
+from ..machinery import configfile, gofmt
+from ..machinery.configfile import ANY, Kind, Map, Struct
+
 #: where `nanokube up` writes its admin kubeconfig by default
 UP_DEFAULT = os.path.join(".nanokube", "kubeconfig")
 HOME_DEFAULT = os.path.join("~", ".kube", "config")
@@ -55,6 +58,46 @@ def paths(explicit: str | None = None, env: Mapping[str, str] = os.environ) -> l
     return [UP_DEFAULT] if os.path.exists(UP_DEFAULT) else [os.path.expanduser(HOME_DEFAULT)]
 
 
+_EXTENSIONS = [Struct("v1.NamedExtension", {"name": str, "extension": ANY})]
+#: a kubeconfig as client-go's clientcmd.Load decodes it: leniently (unknown fields and repeated keys
+#: pass), a file without apiVersion or kind taken as v1 Config; client-go's v1 structs
+FILE = Kind("v1", "Config", "pkg/runtime/scheme.go:100", Struct("v1.Config", {
+    "apiVersion": str, "kind": str, "current-context": str, "extensions": _EXTENSIONS,
+    "preferences": Struct("v1.Preferences", {"colors": bool, "extensions": _EXTENSIONS}),
+    "clusters": [Struct("v1.NamedCluster", {"name": str, "cluster": Struct("v1.Cluster", {
+        "server": str, "tls-server-name": str, "insecure-skip-tls-verify": bool, "certificate-authority": str,
+        "certificate-authority-data": str, "proxy-url": str, "disable-compression": bool,
+        "extensions": _EXTENSIONS})})],
+    "users": [Struct("v1.NamedAuthInfo", {"name": str, "user": Struct("v1.AuthInfo", {
+        "client-certificate": str, "client-certificate-data": str, "client-key": str, "client-key-data": str,
+        "token": str, "tokenFile": str, "as": str, "as-uid": str, "as-groups": [str], "as-user-extra": Map([str]),
+        "username": str, "password": str,
+        "auth-provider": Struct("v1.AuthProviderConfig", {"name": str, "config": Map(str)}),
+        "exec": Struct("v1.ExecConfig", {
+            "command": str, "args": [str], "env": [Struct("v1.ExecEnvVar", {"name": str, "value": str})],
+            "apiVersion": str, "installHint": str, "provideClusterInfo": bool, "interactiveMode": "v1.ExecInteractiveMode"}),
+        "extensions": _EXTENSIONS})})],
+    "contexts": [Struct("v1.NamedContext", {"name": str, "context": Struct("v1.Context", {
+        "cluster": str, "user": str, "namespace": str, "extensions": _EXTENSIONS})})],
+}))
+
+
+def _decoded(path: str) -> dict:
+    """The kubeconfig at `path` as clientcmd.LoadFromFile decodes it (an empty file is an empty
+    config); KubeconfigError as kubectl words it (`error loading config file "PATH": ...`)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        doc, _ = configfile.load(text)
+        if doc is None:
+            doc = {}
+        if isinstance(doc, dict):  # (the default version and kind clientcmd.Load decodes with)
+            doc = {**doc, "apiVersion": doc.get("apiVersion") or "v1", "kind": doc.get("kind") or "Config"}
+        return configfile.decode_object(doc, [], text, FILE, lenient=True)[0]
+    except (yaml.YAMLError, configfile.DecodeError) as e:
+        raise KubeconfigError(f"error loading config file {gofmt.quote(path)}: {e}") from None
+
+
 @dataclass
 class _Entry:
     value: dict
@@ -68,20 +111,17 @@ def _merge(files: list[str]) -> tuple[dict[str, dict[str, _Entry]], str, list[st
     current, read = "", []
     for path in files:
         try:
-            with open(path) as f:
-                cfg = yaml.safe_load(f) or {}
+            cfg = _decoded(path)
         except FileNotFoundError:
             if len(files) == 1:
                 raise KubeconfigError(f"kubeconfig {path} does not exist") from None
             continue
-        except (OSError, yaml.YAMLError) as e:
-            raise KubeconfigError(f"cannot read kubeconfig {path}: {e}") from None
-        if not isinstance(cfg, dict):
-            raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (a YAML mapping)")
+        except OSError as e:
+            raise KubeconfigError(f"error loading config file {gofmt.quote(path)}: {e}") from None
         read.append(path)
         for section, key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
             for item in cfg.get(section) or []:
-                if isinstance(item, dict) and item.get("name") and item["name"] not in merged[section]:
+                if item.get("name") and item["name"] not in merged[section]:
                     merged[section][item["name"]] = _Entry(item.get(key) or {}, path)
         current = current or cfg.get("current-context") or ""
     if not read:

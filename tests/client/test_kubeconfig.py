@@ -59,9 +59,32 @@ def test_errors_name_the_files_read(tmp_path):
         kubeconfig.load(a, "prod")
     with pytest.raises(kubeconfig.KubeconfigError, match=f'{a}: cluster "nowhere" of context "dev" not found'):
         kubeconfig.load(a)
-    (tmp_path / "bad").write_text("- a list\n")
-    with pytest.raises(kubeconfig.KubeconfigError, match="is not a kubeconfig"):
+
+
+
+@pytest.mark.parametrize("text, said", [
+    # (kubectl's words: clientcmd.Load's decoder, under `error loading config file "PATH": `)
+    ("- a list\n", "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type "
+                   "struct { APIVersion string"),
+    ("clusters: 5\n", "json: cannot unmarshal number into Go struct field Config.clusters of type []v1.NamedCluster"),
+    ("users:\n- name: u\n  user: {as-groups: admins}\n",
+     "json: cannot unmarshal string into Go struct field AuthInfo.users.user.as-groups of type []string"),
+    ("apiVersion: v1\nkind: KubeConfig\n",
+     'no kind "KubeConfig" is registered for version "v1" in scheme "pkg/runtime/scheme.go:100"'),
+    ("clusters: [\n", "error converting YAML to JSON: yaml: line 1: did not find expected node content"),
+])
+def test_a_file_that_does_not_decode_is_refused_in_kubectls_words(tmp_path, text, said):
+    (tmp_path / "bad").write_text(text)
+    with pytest.raises(kubeconfig.KubeconfigError) as e:
         kubeconfig.load(str(tmp_path / "bad"))
+    assert str(e.value).startswith(f'error loading config file "{tmp_path / "bad"}": {said}'), str(e.value)
+
+
+def test_a_file_without_version_or_kind_or_with_unknown_fields_is_read_leniently(tmp_path):
+    """clientcmd decodes a kubeconfig as v1 Config by default, and not strictly."""
+    (tmp_path / "c").write_text("current-context: x\nclusters: [{name: c, cluster: {server: 'http://h:1', colour: red}}]\n"
+                                "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u}]\nfoo: 1\n")
+    assert kubeconfig.load(str(tmp_path / "c")).server == "http://h:1"
 
 
 def test_relative_certificate_paths_resolve_against_their_file(tmp_path):
