@@ -1,12 +1,15 @@
-"""Configuration files (--config, --authentication-config, --encryption-provider-config, ...) read
-as upstream's component configs are: one loader for every file kind, so that each reports the keys a
-file repeats as upstream's strict codec (serializer.EnableStrict) does, not each parsing on its own.
+"""Configuration files (--config, --authentication-config, --encryption-provider-config, kubeconfigs,
+...) read as upstream's component configs are: one loader for every file kind (`Kind`: its versions,
+kind, scheme and Go structs), so that each reports what apimachinery's codec reports, not each on its
+own: a YAML syntax error in go-yaml's words, a missing or unregistered version/kind in the serializer's,
+a value of the wrong type as encoding/json's UnmarshalTypeError (Go's struct, field and type names),
+then the keys the file repeats and the fields its kind lacks as one strict decoding error.
 
 The strict codec runs sigs.k8s.io/yaml's YAMLToJSONStrict over a YAML file, whose go-yaml error lists
 every repeated key (`line N: key "x" already set in map`), and kjson's strict unmarshal over a JSON
 file (`duplicate field "a.b"`). Unknown fields are each kind's own (its schema), joined after these
-into one `strict decoding error: e1, e2`; a kind whose upstream decodes leniently (the audit policy)
-logs that text as a warning instead.
+into one `strict decoding error: e1, e2`; a kind whose upstream decodes leniently (the audit policy,
+kube-proxy's v1alpha1, kubeconfigs) gets them back instead, to log or ignore.
 """
 
 from __future__ import annotations

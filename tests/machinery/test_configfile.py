@@ -82,3 +82,56 @@ def test_a_syntax_error_is_go_yamls_one_line(text, want, tmp_path):
     with pytest.raises(scheduler_config.ConfigError) as e:
         scheduler_config.load(path)
     assert str(e.value) == f"error converting YAML to JSON: {want}"
+
+
+_ITEM = configfile.Struct("v1.Item", {"name": str, "weight": "int64", "timeout": configfile.DURATION})
+_TOP = configfile.Struct("v1.Top", {"count": int, "rate": "float32", "items": [_ITEM], "gates": configfile.Map(bool),
+                                    "raw": configfile.ANY, "plain": {"x": str}})
+
+
+@pytest.mark.parametrize("doc, want", [
+    # Go's UnmarshalTypeError: the innermost struct holding the field, the JSON names from the top
+    # (no index, no map key), the Go type; a numeric field's error quotes the number
+    ({"items": [{"name": 1}]}, "number into Go struct field Item.items.name of type string"),
+    ({"items": [5]}, "number into Go struct field Top.items of type v1.Item"),
+    ({"items": {}}, "object into Go struct field Top.items of type []v1.Item"),
+    ({"count": 1.5}, "number 1.5 into Go struct field Top.count of type int32"),
+    ({"count": 2 ** 31}, "number 2147483648 into Go struct field Top.count of type int32"),
+    ({"rate": "x"}, "string into Go struct field Top.rate of type float32"),
+    ({"gates": {"A": "yes"}}, "string into Go struct field Top.gates of type bool"),
+    ({"gates": []}, "array into Go struct field Top.gates of type map[string]bool"),
+    ({"plain": {"x": True}}, "bool into Go struct field Top.plain.x of type string"),  # (an unnamed struct: its holder's)
+    ({"items": [{"timeout": 5}]}, "number into Go struct field Item.items.timeout of type string"),
+    # the first wrong field in the document's order
+    ({"rate": [], "count": "x"}, "array into Go struct field Top.rate of type float32"),
+])
+def test_a_type_error_is_worded_as_gos_decoder_words_it(doc, want):
+    assert configfile.mistyped(doc, _TOP, "Top") == "json: cannot unmarshal " + want
+
+
+def test_what_fits_a_field_and_what_a_duration_says():
+    ok = {"count": 2.0, "rate": 1, "raw": [1, "a"], "gates": {"A": None}, "items": [None, {"weight": 2 ** 40}]}
+    assert configfile.mistyped(ok, _TOP, "Top") is None
+    assert configfile.zeroed(ok, _TOP) == {"count": 2, "rate": 1, "raw": [1, "a"], "gates": {"A": False},
+                                           "items": [{}, {"weight": 2 ** 40}]}
+    assert configfile.mistyped({"items": [{"timeout": "5x"}]}, _TOP, "Top") == 'time: unknown unit "x" in duration "5x"'
+
+
+def test_decode_checks_kind_then_types_then_strict_errors_and_a_lenient_kind_drops_unknown_fields():
+    kind = configfile.Kind(("x.io/v1", "x.io/v1beta1"), "Top", "pkg/x/scheme.go:1",
+                           lambda v: configfile.Struct(f"{v}.Top", {"apiVersion": str, "kind": str, "items": [
+                               configfile.Struct(f"{v}.Item", {"name": str})]}))
+    head = "apiVersion: x.io/v1beta1\nkind: Top\n"
+    for text, want in [
+        ("kind: Top\n", "Object 'apiVersion' is missing in 'kind: Top'"),
+        ("apiVersion: x.io/v2\nkind: Top\n", 'no kind "Top" is registered for version "x.io/v2" in scheme "pkg/x/scheme.go:1"'),
+        (head + "items: 1\nfoo: 1\n", "json: cannot unmarshal number into Go struct field Top.items of type []v1beta1.Item"),
+        (head + "items: [{nam: a}]\nfoo: 1\nfoo: 2\n", 'strict decoding error: error converting YAML to JSON: yaml: '
+                                                      'unmarshal errors:\n  line 5: key "foo" already set in map, '
+                                                      'unknown field "items[0].nam", unknown field "foo"'),
+    ]:
+        with pytest.raises(configfile.DecodeError) as e:
+            configfile.decode(text, kind)
+        assert str(e.value) == want
+    doc, strict = configfile.decode(head + "items: [{nam: a, name: b}]\n", kind, lenient=True)
+    assert (doc["items"], strict) == ([{"name": "b"}], ['unknown field "items[0].nam"'])
