@@ -50,7 +50,7 @@ class Recorder:
         self.changed = 0.0
         self._running = 0
         self.series: list[tuple] = []  # (t, gpu alloc ratio, frag ratio, pending)
-        self.by_arrival: list[tuple] = []  # (arrived ratio, gpu alloc ratio)
+        self.by_arrival: list[tuple] = []  # (arrived ratio, gpu alloc ratio, frag ratio, frag rate)
         self._next_pct = 0.0
 
     def _t(self) -> float:
@@ -137,12 +137,16 @@ class Recorder:
             self._end(k)
 
     def _arrival(self) -> None:
-        """GPU allocation ratio at every 1% of arrived GPU workload (the paper's x axis)."""
+        """GPU allocation and fragmentation at every 1% of arrived GPU workload (the paper's x axis):
+        fragmentation both of all GPU capacity and of the unallocated ("frag rate", the paper's
+        other curve: how much of what is free the trace's tasks cannot use)."""
         if not self.total_gpu:
             return
         arrived = self.arrived / self.total_gpu
+        free = self.total_gpu - self.allocated
         while arrived >= self._next_pct - 1e-9:
-            self.by_arrival.append((round(self._next_pct, 4), self.allocated / self.total_gpu))
+            self.by_arrival.append((round(self._next_pct, 4), self.allocated / self.total_gpu,
+                                    self.frag_total / self.total_gpu, self.frag_total / free if free > 0 else 0.0))
             self._next_pct += 0.01
 
     # --- claims: which GPU shares are taken, for allocation and fragmentation ------------
@@ -202,7 +206,9 @@ class Recorder:
             "series": {"t": [p[0] for p in self.series], "gpu_alloc_ratio": [p[1] for p in self.series],
                        "fragmentation_ratio": [p[2] for p in self.series], "pending": [p[3] for p in self.series]},
             "by_arrival": {"arrived_ratio": [p[0] for p in self.by_arrival],
-                           "gpu_alloc_ratio": [p[1] for p in self.by_arrival]},
+                           "gpu_alloc_ratio": [p[1] for p in self.by_arrival],
+                           "fragmentation_ratio": [p[2] for p in self.by_arrival],
+                           "fragmentation_rate": [p[3] for p in self.by_arrival]},
             "scheduling_delay_s": delays,
             "timeline": {k: [self.created[k], self.bound.get(k), self.started.get(k), self.ended.get(k)]
                          for k in sorted(self.created)},

@@ -49,6 +49,7 @@ def chart_data(doc: dict) -> dict:
             "alloc": _thin(days, s["gpu_alloc_ratio"]), "frag": _thin(days, s["fragmentation_ratio"]),
             "pending": _thin(days, s["pending"]),
             "arrival": _thin(r["by_arrival"]["arrived_ratio"], r["by_arrival"]["gpu_alloc_ratio"]),
+            "arrival_frag": _thin(r["by_arrival"]["arrived_ratio"], r["by_arrival"].get("fragmentation_ratio") or []),
             "delay": _cdf(r["scheduling_delay_s"]),
             "gang": r["gang_wait_s"], "evictions": len(r["evictions"]),
             "preemptions": sum(1 for e in r["evictions"] if e["reason"] == "PreemptionByScheduler"),
@@ -66,7 +67,7 @@ const consoleError = console.error; console.error = (...a) => {{ pageErrors.push
 <h1>nanokube simulate</h1>
 <p>cluster <code>{cluster}</code>{edits}, trace <code>{trace}</code>{how}, seed {seed}</p>
 <table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>pending at end</th><th>deleted waiting</th>
-<th>GPU alloc mean</th><th>GPU frag mean</th><th>waited</th><th>delay p50</th><th>delay p90</th><th>delay p95</th><th>delay p99</th>
+<th>GPU alloc mean</th><th>GPU alloc max</th><th>GPU frag mean</th>{arrived_heads}<th>waited</th><th>delay p50</th><th>delay p90</th><th>delay p95</th><th>delay p99</th>
 <th>delay max</th><th>makespan</th><th>evicted</th>
 <th>virtual time</th><th>wall s</th><th>events/s</th><th>placements</th></tr>{rows}</table>
 <p>deleted waiting: pods the trace deleted before any node took them (not in the delays); GPU alloc / frag:
@@ -77,6 +78,7 @@ pending); all in virtual time.</p>
 <div><h3>GPU allocation ratio over time</h3><canvas id="alloc"></canvas></div>
 <div><h3>GPU allocation ratio over arrived GPU workload</h3><canvas id="arrival"></canvas></div>
 <div><h3>GPU fragmentation (share of all GPU capacity)</h3><canvas id="frag"></canvas></div>
+<div><h3>GPU fragmentation over arrived GPU workload</h3><canvas id="arrival_frag"></canvas></div>
 <div><h3>Pending pods</h3><canvas id="pending"></canvas></div>
 <div><h3>Scheduling delay (CDF)</h3><canvas id="delay"></canvas></div>
 <div><h3>Gang wait (first member created to last bound)</h3><canvas id="gang"></canvas></div>
@@ -100,6 +102,7 @@ function line(id, key, xTitle, yTitle, step) {{
 line('alloc', 'alloc', 'days', 'GPU allocation ratio', true);
 line('arrival', 'arrival', 'arrived GPU workload / cluster GPUs', 'GPU allocation ratio', false);
 line('frag', 'frag', 'days', 'fragmented GPU capacity', true);
+line('arrival_frag', 'arrival_frag', 'arrived GPU workload / cluster GPUs', 'fragmented GPU capacity', false);
 line('pending', 'pending', 'days', 'pods', true);
 line('delay', 'delay', 'seconds from creation to binding', 'fraction of pods', true);
 const groups = [...new Set(D.runs.flatMap(r => Object.keys(r.gang)))].sort();
@@ -120,7 +123,8 @@ def render(doc: dict) -> str:
     with open(CHART_JS, encoding="utf-8") as f:
         chartjs = f.read()
     e = html.escape
-    rows = "".join(_row(r) for r in doc["runs"])
+    arrived = arrival_points(doc["inputs"].get("inflate"))
+    rows = "".join(_row(r, arrived) for r in doc["runs"])
     evicted = "".join(f"<tr><td>{e(r['name'])}</td><td>{e(v['pod'])}</td><td>{e(v['reason'])}</td>"
                       f"<td>{'' if v['t'] is None else round(v['t'])}</td></tr>"
                       for r in doc["runs"] for v in r["evictions"])
@@ -129,7 +133,9 @@ def render(doc: dict) -> str:
     inputs = doc["inputs"]
     return PAGE.format(title=e(os.path.basename(str(inputs.get("trace", "")))), chartjs=chartjs,
                        cluster=e(str(inputs.get("cluster"))), edits=e(_edits(inputs)), how=e(_how(inputs)), trace=e(str(inputs.get("trace"))),
-                       seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, why=why, data=data)
+                       seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, why=why, data=data,
+                       arrived_heads="".join(f"<th>{what} at {a:.0%} arrived</th>" for what in ("GPU alloc", "GPU frag")
+                                             for a in arrived))
 
 
 def _edits(inputs: dict) -> str:
@@ -148,12 +154,15 @@ def _how(inputs: dict) -> str:
     return f" ({' '.join(parts)})" if parts else ""
 
 
-def _row(r: dict) -> str:
-    h = r.get("summary") or headline(r)
+def _row(r: dict, arrived: tuple[float, ...]) -> str:
+    h = r.get("summary") or headline(r, arrived)
     d = h["scheduling_delay_s"]
     cells = [html.escape(r["name"]) + (" (interrupted)" if r.get("interrupted") else ""), h["pods"], h["scheduled"],
-             h["pending_at_end"], h["deleted_waiting"], ratio(h["gpu_alloc_ratio_mean"]),
-             ratio(h["fragmentation_ratio_mean"]), h["waited"],
+             h["pending_at_end"], h["deleted_waiting"], ratio(h["gpu_alloc_ratio_mean"]), ratio(h["gpu_alloc_ratio_max"]),
+             ratio(h["fragmentation_ratio_mean"]),
+             *(ratio(h[f"{key}_at_arrived"].get(str(a))) for key in ("gpu_alloc_ratio", "fragmentation_ratio")
+               for a in arrived),
+             h["waited"],
              *(duration(d[f"p{p}"]) for p in PERCENTILES), duration(d["max"]),
              duration(h["makespan_s"]), h["evicted"],
              duration(r["virtual_s"]), f"{r['wall_s']:.1f}", f"{r['events_per_s']:,.0f}",

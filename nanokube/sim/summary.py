@@ -85,7 +85,12 @@ def headline(run: dict, arrived: tuple[float, ...] = ()) -> dict:
     # gone before any node took them (the trace deleted them waiting): no delay counts them, so they are said apart
     deleted_waiting = sum(1 for v in timeline.values() if v[1] is None and v[3] is not None)
     why = run.get("unschedulable") or {}
-    arrival = {round(a, 2): v for a, v in zip(run["by_arrival"]["arrived_ratio"], run["by_arrival"]["gpu_alloc_ratio"])}
+    by_arrival = run["by_arrival"]
+
+    def at(key: str) -> dict[str, float | None]:
+        points = dict(zip((round(a, 2) for a in by_arrival["arrived_ratio"]), by_arrival.get(key) or []))
+        return {str(a): points.get(a) for a in arrived}
+
     gpus = bool(run.get("total_gpu_milli"))  # a cluster without GPUs has no GPU ratios (not 0%)
     return {
         "pods": run["pods"], "scheduled": run["scheduled"], "pending_at_end": pending,
@@ -93,7 +98,10 @@ def headline(run: dict, arrived: tuple[float, ...] = ()) -> dict:
         "gpu_alloc_ratio_mean": time_mean(s["t"], s["gpu_alloc_ratio"], end) if gpus else None,
         "gpu_alloc_ratio_max": max(s["gpu_alloc_ratio"], default=None) if gpus else None,
         "fragmentation_ratio_mean": time_mean(s["t"], s["fragmentation_ratio"], end) if gpus else None,
-        "gpu_alloc_ratio_at_arrived": {str(a): arrival.get(a) for a in arrived},
+        "gpu_alloc_ratio_at_arrived": at("gpu_alloc_ratio"),
+        # the paper's two fragmentation curves at those points: of all GPU capacity, and of the unallocated
+        "fragmentation_ratio_at_arrived": at("fragmentation_ratio"),
+        "fragmentation_rate_at_arrived": at("fragmentation_rate"),
         "waited": sum(1 for d in delays if d >= WAITED_S),
         # why: the scheduler's last word on each, the pods never scheduled and the ones that waited
         "unschedulable_reasons": by_reason(why, (k for k, v in timeline.items() if v[1] is None)),
@@ -149,7 +157,7 @@ def table(runs: list[dict], inflate: float | None = None, width: int | None = No
     cols = ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "DELETED WAITING", "GPU ALLOC MEAN", "GPU ALLOC MAX",
             "GPU FRAG MEAN"]
     if inflated:
-        cols += [f"ALLOC AT {a:.0%} ARRIVED" for a in arrived]
+        cols += [f"{what} AT {a:.0%} ARRIVED" for what in ("ALLOC", "FRAG") for a in arrived]
     cols += ["WAITED"] + [f"DELAY P{p}" for p in PERCENTILES] + ["DELAY MAX", "MAKESPAN", "EVICTED"]
     rows = []
     for r, h in zip(runs, heads):
@@ -158,7 +166,8 @@ def table(runs: list[dict], inflate: float | None = None, width: int | None = No
                str(h["pending_at_end"]), str(h["deleted_waiting"]), ratio(h["gpu_alloc_ratio_mean"]),
                ratio(h["gpu_alloc_ratio_max"]), ratio(h["fragmentation_ratio_mean"])]
         if inflated:
-            row += [ratio(h["gpu_alloc_ratio_at_arrived"][str(a)]) for a in arrived]
+            row += [ratio(h[f"{key}_at_arrived"][str(a)]) for key in ("gpu_alloc_ratio", "fragmentation_ratio")
+                    for a in arrived]
         row += [str(h["waited"])] + [duration(d[f"p{p}"]) for p in PERCENTILES] + [
             duration(d["max"]), duration(h["makespan_s"]), str(h["evicted"])]
         rows.append(row)
@@ -170,7 +179,8 @@ def table(runs: list[dict], inflate: float | None = None, width: int | None = No
             "for the trace's tasks, as FGD measures it), time-weighted over the run's virtual time"
             if total else "GPU ALLOC / GPU FRAG: '-', the cluster has no GPUs")
     if inflated:
-        gpus += "; AT N% ARRIVED: when the GPUs the arrived pods ask for reach N% of the cluster's"
+        gpus += ("; ALLOC / FRAG AT N% ARRIVED: the same shares when the GPUs the arrived pods ask for reach N% of "
+                 "the cluster's (results.json adds the fragmented share of the unallocated GPUs, the paper's frag rate)")
     lines += [
         "DELETED WAITING: pods the trace deleted before any node took them; with PENDING AT END, the pods never "
         "scheduled (PODS - SCHEDULED)",

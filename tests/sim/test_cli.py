@@ -115,6 +115,28 @@ def test_an_untimed_task_list_is_sampled_by_inflation(tmp_path):
     assert "ALLOC AT 100% ARRIVED" in header and "ALLOC AT 130% ARRIVED" not in header  # the run stops at 100%
 
 
+def test_an_inflation_reports_fragmentation_at_the_arrived_workload(tmp_path):
+    """The paper's fragmentation curves over arrived workload, of all GPU capacity and of the unallocated:
+    one 8-GPU node and tasks of 0.6 GPU only. Each GPU takes one (two are 1.2); the 14th task brings the
+    arrived workload to 8.4 GPUs (100%), when the 8 placed hold 4.8 (60%) and each GPU's free 0.4 fits no
+    task: 3.2 GPUs fragmented, 40% of all, 100% of the unallocated."""
+    pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\nt0,1000,1024,1,600\n"
+    out = tmp_path / "out"
+    proc = simulate_csv(tmp_path, NODES, pods, "--inflate", "1.0", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
+    cols = dict(zip(lines[header].split("   "), lines[header + 1].split()))
+    assert cols["ALLOC AT 100% ARRIVED"] == "60.0%" and cols["FRAG AT 100% ARRIVED"] == "40.0%", lines
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    assert run["summary"]["fragmentation_ratio_at_arrived"] == {"1.0": pytest.approx(0.4)}
+    assert run["summary"]["fragmentation_rate_at_arrived"] == {"1.0": pytest.approx(1.0)}
+    assert len(run["by_arrival"]["fragmentation_rate"]) == len(run["by_arrival"]["arrived_ratio"]) == 106  # to 8.4
+    page = (out / "report.html").read_text()
+    assert "<th>GPU frag at 100% arrived</th>" in page and '<canvas id="arrival_frag">' in page
+    assert "<td>60.0%</td><td>40.0%</td>" in page  # the row's allocation and fragmentation at 100% arrived
+
+
 def test_the_table_compares_configurations_with_units(tmp_path):
     """One 4-CPU node, three 3-CPU pods of a fixed run time: each waits for the one before
     to finish, so the delays and the makespan are the run times themselves."""

@@ -18,7 +18,8 @@ def _run(name: str, shift: float) -> RunResult:
         "pods": 3, "scheduled": 3, "unscheduled": 0, "total_gpu_milli": 8000,
         "series": {"t": t, "gpu_alloc_ratio": [0, 0.25 + shift, 0.5, 0.4], "fragmentation_ratio": [0, 0.05, 0.1, 0.02],
                    "pending": [0, 2, 1, 0]},
-        "by_arrival": {"arrived_ratio": [0.0, 0.01, 0.02], "gpu_alloc_ratio": [0.0, 0.01, 0.02 - shift]},
+        "by_arrival": {"arrived_ratio": [0.0, 0.01, 0.02], "gpu_alloc_ratio": [0.0, 0.01, 0.02 - shift],
+                       "fragmentation_ratio": [0.0, 0.001, 0.002 + shift], "fragmentation_rate": [0.0, 0.1, 0.2]},
         "scheduling_delay_s": [0.0, 1.5, 300.0], "gang_wait_s": {"default/trio": 290.0 + shift},
         "unscheduled_groups": [], "evictions": [{"pod": "default/trainer", "reason": "DeletionByDeviceTaintManager",
                                                  "t": 100.0}],
@@ -31,5 +32,5 @@ def test_report_charts_render_in_headless_chromium(tmp_path):
     write_report(str(tmp_path), [_run("least-allocated", 0.0), _run("fgd", 0.01)], {"cluster": "c.yaml",
                                                                                      "trace": "t.jsonl", "seed": 1})
     page, stderr = open_report(str(tmp_path / "report.html"))
-    assert page == {"charts": "7", "errors": ""}, page
+    assert page == {"charts": "8", "errors": ""}, page
     assert "Uncaught" not in stderr, stderr[-2000:]
