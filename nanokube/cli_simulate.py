@@ -62,7 +62,9 @@ def add_parser(sub) -> None:
                    help="feature gates to set, as Name=bool pairs, for the run's control plane (as `nanokube up`'s: on "
                         "top of 1.37's defaults with the alpha gates of the features nanokube implements on), e.g. "
                         "GenericWorkload=false to replay a gang trace with every pod scheduled alone")
-    p.add_argument("--out", default=None, metavar="DIR", help="write results.json and report.html here")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write results.json, report.html, and for a spreadsheet summary.csv (the table) and series.csv "
+                        "(GPU allocation, fragmentation and pending pods over virtual time) here")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
 

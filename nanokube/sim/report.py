@@ -1,9 +1,11 @@
-"""results.json (every metric of every run) and report.html: one page,
+"""results.json (every metric of every run), summary.csv and series.csv (the
+table and the lines over time, for a spreadsheet) and report.html: one page,
 self-contained (Chart.js is vendored and inlined, the data embedded), one
 series per scheduler configuration."""
 
 from __future__ import annotations
 
+import csv
 import html
 import json
 import os
@@ -177,12 +179,56 @@ def _why(r: dict) -> str:
                    f"<td>{waited.get(why, 0)}</td></tr>" for why in dict.fromkeys([*never, *waited]))
 
 
+def summary_rows(doc: dict) -> list[dict]:
+    """summary.csv: a row per configuration, the table's numbers unformatted (ratios 0-1, seconds), for a
+    spreadsheet; an empty cell where the table has '-'."""
+    arrived = arrival_points(doc["inputs"].get("inflate"))
+    rows = []
+    for r in doc["runs"]:
+        h = r["summary"]
+        row = {"configuration": r["name"], "interrupted": r["interrupted"]}
+        row |= {k: h[k] for k in ("pods", "scheduled", "pending_at_end", "deleted_waiting", "running_at_end",
+                                  "gpu_alloc_ratio_mean", "gpu_alloc_ratio_max", "fragmentation_ratio_mean")}
+        for key in ("gpu_alloc_ratio", "fragmentation_ratio", "fragmentation_rate"):
+            row |= {f"{key}_at_{a:.0%}_arrived": h[f"{key}_at_arrived"][str(a)] for a in arrived}
+        row["waited"] = h["waited"]
+        row |= {f"scheduling_delay_{k}_s": v for k, v in h["scheduling_delay_s"].items()}
+        row |= {"makespan_s": h["makespan_s"], "evicted": h["evicted"], "virtual_s": r["virtual_s"],
+                "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "placement_hash": r["placement_hash"]}
+        rows.append(row)
+    return rows
+
+
+def series_rows(doc: dict):
+    """series.csv: every configuration's GPU allocation, fragmentation and pending pods over virtual time, a
+    row per change (each value holds until the configuration's next row)."""
+    for r in doc["runs"]:
+        s = r["series"]
+        for t, alloc, frag, pending in zip(s["t"], s["gpu_alloc_ratio"], s["fragmentation_ratio"], s["pending"]):
+            yield {"configuration": r["name"], "t_s": t, "gpu_alloc_ratio": alloc, "fragmentation_ratio": frag,
+                   "pending": pending}
+
+
+def _write_csv(path: str, rows) -> None:
+    rows = iter(rows)
+    first = next(rows, None)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        if first is None:
+            return
+        w = csv.DictWriter(f, fieldnames=list(first))
+        w.writeheader()
+        w.writerow(first)
+        w.writerows(rows)
+
+
 def write_report(out: str, results, inputs: dict) -> dict:
-    """results.json and report.html in `out`; returns results.json's document."""
+    """results.json, summary.csv, series.csv and report.html in `out`; returns results.json's document."""
     os.makedirs(out, exist_ok=True)
     doc = results_doc(results, inputs)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(doc, f)
+    _write_csv(os.path.join(out, "summary.csv"), summary_rows(doc))
+    _write_csv(os.path.join(out, "series.csv"), series_rows(doc))
     with open(os.path.join(out, "report.html"), "w", encoding="utf-8") as f:
         f.write(render(doc))
     return doc

@@ -5,6 +5,7 @@ exit status must still be the command's, and the run's temporary directory must 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import pty
@@ -169,6 +170,13 @@ def test_the_table_compares_configurations_with_units(tmp_path):
     assert summary["waited"] == 2  # a and b; the hog was bound at once
     page = (out / "report.html").read_text()
     assert "<th>waited</th>" in page and "<td>2</td><td>1m39s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td>" in page
+    # the same row for a spreadsheet, unformatted; '-' (no GPUs) an empty cell
+    [row] = list(csv.DictReader((out / "summary.csv").open()))
+    assert (row["configuration"], row["pods"], row["waited"], row["gpu_alloc_ratio_mean"]) == ("most", "3", "2", "")
+    assert (row["scheduling_delay_p50_s"], row["scheduling_delay_max_s"], row["makespan_s"]) == ("99.0", "148.0", "200.0")
+    series = list(csv.DictReader((out / "series.csv").open()))
+    assert {r["configuration"] for r in series} == {"most"} and max(int(r["pending"]) for r in series) == 2
+    assert [float(r["t_s"]) for r in series] == sorted(float(r["t_s"]) for r in series)
 
 
 def test_the_table_has_the_delays_95th_percentile(tmp_path):
