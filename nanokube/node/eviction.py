@@ -489,12 +489,14 @@ class EvictionManager:
         observations = self._faulted(real)
         crossed = [t for t in thresholds if (o := observations.get(t.signal)) is not None and
                    o.available < t.value(o.capacity)]
+        if not crossed:  # (the common pass: nothing to remember, nothing to rank)
+            self._first_met = {}
+            return []
         self._first_met = {t: self._first_met.get(t, now) for t in crossed}
-        met = sorted((t for t in crossed if t.grace_period is None or now - self._first_met[t] >= t.grace_period),
-                     key=lambda t: _PRIORITY[t.signal])
+        met = [t for t in crossed if t.grace_period is None or now - self._first_met[t] >= t.grace_period]
         if not met:
             return []
-        threshold = met[0]  # byEvictionPriority: memory first
+        threshold = min(met, key=lambda t: _PRIORITY[t.signal])  # byEvictionPriority: memory first, hard before soft
         resource = SIGNALS[threshold.signal][1]
         await self.agent.record(THRESHOLD_MET, f"Attempting to reclaim {resource}", "Warning")
         if not workers:
