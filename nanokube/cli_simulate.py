@@ -238,7 +238,9 @@ def run(args: argparse.Namespace) -> int:
             # the run before is garbage now that its loop has closed, much of it in cycles (components,
             # caches) that only a full collection frees: freed before this run builds its own, not after
             gc.collect()
-        if rc := asyncio.run(_run(args, name, cfg, cluster, trace, args.controllers, results, last=last)):
+        # which of the configurations runs: one's ETA says nothing of those still to come
+        label = f"{name} [{i + 1}/{len(configs)}]" if len(configs) > 1 else name
+        if rc := asyncio.run(_run(args, name, cfg, cluster, trace, args.controllers, results, last=last, label=label)):
             return rc
     return 0
 
@@ -267,7 +269,7 @@ def _on_signal(stopping: _Stop, signum: int) -> None:
 
 
 async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, controllers: str, results: list,
-               last: bool) -> int:
+               last: bool, label: str) -> int:
     """One configuration's run and its line, and after the last (or an interrupted one) the table
     and the report; the exit status of a signal that stopped it, else 0. The re-executed
     interpreter then ends at once, inside the run's event loop: the last run's orderly stop (every
@@ -286,7 +288,7 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     r = await simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
                        controllers=controllers, progress=not args.quiet, serve_port=args.serve_port,
                        stop=not ends, event_ttl=args.event_ttl, interrupt=stopping,
-                       drain=args.drain)
+                       drain=args.drain, label=label)
     results.append(r)
     m = r.metrics
     cut = f" (interrupted at virtual {r.virtual_s:.0f}s)" if r.interrupted else ""

@@ -174,7 +174,8 @@ async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: f
 async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig | None, seed: int = 0,
               until: float | None = None, speed: float | None = None, controllers: str = DEFAULT_CONTROLLERS,
               progress: bool = True, tail: float = 0.0, serve_port: int | None = None, stop: bool = True,
-              event_ttl: float = DEFAULT_TTL, interrupt: asyncio.Event | None = None, drain: bool = False) -> RunResult:
+              event_ttl: float = DEFAULT_TTL, interrupt: asyncio.Event | None = None, drain: bool = False,
+              label: str | None = None) -> RunResult:
     """Replay `trace` on `cluster` with `config`; stop at `until` (seconds of
     trace time) or once the trace is replayed and `tail` more seconds passed,
     or with `drain` once it is replayed and every pod has ended (or none runs
@@ -182,7 +183,8 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     `until` at the latest; or early, at the virtual instant it is set, once
     `interrupt` is set (the result then measures what ran). `stop=False` is
     for a caller that ends its process right after: the components are left
-    as they are (only the run's directory is removed)."""
+    as they are (only the run's directory is removed). `label`: the progress line's name for the run
+    (default `name`)."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
     plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port, event_ttl=event_ttl)
     if serve_port is not None and speed:
@@ -211,7 +213,7 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     counter, refused = [0], []
     replay = asyncio.create_task(_replay(plane.client, clock, trace, t0, until, counter, refused))
     writes = sum(1 for e in trace.events if until is None or e.time <= until)
-    bar = Progress(name, span, enabled=progress, writes=None if speed else writes)
+    bar = Progress(label or name, span, enabled=progress, writes=None if speed else writes)
     end = t0 + span
     interrupt = interrupt or asyncio.Event()
 

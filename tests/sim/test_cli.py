@@ -280,6 +280,25 @@ def test_progress_counts_the_trace_writes_replayed(tmp_path):
     assert b"\rdefault: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, " in seen, seen[-2000:]
 
 
+def test_progress_says_which_of_the_configurations_runs(tmp_path):
+    """Each configuration's ETA is its own: with several, the line says which of them runs."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+                                                                                                  "image": "busybox"}]}}
+    (tmp_path / "trace.jsonl").write_text(json.dumps({"time": 0, "object": pod}) + "\n")
+    (tmp_path / "most.yaml").write_text(MOST_ALLOCATED)
+    (tmp_path / "packed.yaml").write_text(MOST_ALLOCATED)
+    proc = simulate(tmp_path, "--until", "60", "--scheduler-config", str(tmp_path / "most.yaml"),
+                    "--scheduler-config", str(tmp_path / "packed.yaml"), quiet=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    progress = [line for line in proc.stderr.splitlines() if " virtual " in line and "events/s" in line]
+    assert progress[0].startswith("most [1/2]: virtual ") and progress[-1].startswith("packed [2/2]: virtual "), progress
+    assert proc.stdout.startswith("most: 1/1 pods scheduled"), proc.stdout  # the results keep the name alone
+
+    proc = simulate(tmp_path, "--until", "60", "--scheduler-config", str(tmp_path / "most.yaml"), quiet=False)
+    assert [line for line in proc.stderr.splitlines() if line.startswith("most: virtual ")], proc.stderr[-2000:]
+
+
 def _on_a_terminal(cmd: list[str], stream: str, **env: str) -> bytes:
     """What `cmd` writes to its `stream` ("stdout" or "stderr") when that is a terminal (the other
     discarded), once it has exited 0."""
