@@ -30,7 +30,7 @@ from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .client import metrics as client_metrics
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
-from .machinery import errors, featuregates, keepalive
+from .machinery import errors, featuregates, headlimit, keepalive
 from .machinery.responses import error_response
 from .machinery.user import User, bearer_token
 from .pki.ca import issue, new_ca
@@ -231,8 +231,9 @@ def _self_signed(directory: str) -> tuple[str, str]:
 MAX_HEADER_BYTES = 1 << 20
 
 
-class _Quiet(RequestHandler):
-    """A connection whose requests the parser refuses (a line past MAX_HEADER_BYTES, a URL or method
+class _Quiet(headlimit.HeadLimit):
+    """A connection whose requests the parser refuses (a line past MAX_HEADER_BYTES, headers past
+    headlimit's READ_LIMIT, a URL or method
     that does not parse: the client's doing) are answered as Go's net/http answers them, `400 Bad
     Request` or `431 Request Header Fields Too Large` in plain text, and logged at V(4), where
     aiohttp logs an ERROR with a traceback (any client could fill the log with them)."""
@@ -348,7 +349,8 @@ async def serve(args, application: web.Application, name: str, client_ca: bytes 
     serves nothing, as upstream."""
     if args.secure_port == 0:
         return None
-    runner = _Runner(application, access_log=None, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
+    runner = _Runner(application, access_log=None, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES,
+                     max_headers=headlimit.MAX_HEADERS)
     await runner.setup()
     site = web.TCPSite(runner, args.bind_address, args.secure_port,
                        ssl_context=tls or tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))

@@ -26,7 +26,7 @@ from aiohttp.http_exceptions import BadHttpMethod
 from multidict import CIMultiDict, CIMultiDictProxy
 from aiohttp.web_protocol import RequestHandler
 
-from ..machinery import errors, gofmt
+from ..machinery import errors, gofmt, headlimit
 from ..machinery.responses import error_response
 from . import serving
 
@@ -60,7 +60,7 @@ def _message(status: int, text: str | None) -> str:
     return first[:256] or HTTPStatus(status).phrase
 
 
-class _StatusRequestHandler(serving.HeaderDeadline):
+class _StatusRequestHandler(headlimit.HeadLimit, serving.HeaderDeadline):
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
         if status >= 500:
@@ -109,6 +109,7 @@ class StatusAppRunner(web.AppRunner):
                  **kwargs) -> None:
         kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
         kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
+        kwargs.setdefault("max_headers", headlimit.MAX_HEADERS)
         kwargs.setdefault("auto_decompress", False)  # (as Go's net/http: the handler decompresses what it reads)
         kwargs.setdefault("keepalive_timeout", serving.IDLE_TIMEOUT)
         super().__init__(app, **kwargs)
