@@ -37,11 +37,16 @@ def run_as(pod: dict, name: str) -> tuple[int, int, tuple[int, ...]]:
     return uid, gid, tuple(sorted({gid, *extra, *(ctx.get("supplementalGroups") or ())}))
 
 
-def _family(pod: dict, name: str) -> str:
+def image_of(pod: dict, name: str) -> str:
+    """The image container `name` of `pod` runs ("" where it names none)."""
     spec = pod.get("spec") or {}
     container = next((c for key in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(key) or ()
                       if c.get("name") == name), {})
-    return image_family(container.get("image") or "")
+    return container.get("image") or ""
+
+
+def _family(pod: dict, name: str) -> str:
+    return image_family(image_of(pod, name))
 
 
 def home(pod: dict, name: str) -> str:

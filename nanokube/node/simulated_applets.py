@@ -4,7 +4,7 @@ simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`
 `md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv`, `ln -s`, `hostname`, `readlink`, `stat -c`, and `dd` and
 `fallocate`
 (which write zeros that take no memory: a container filling its disk), their output and errors worded as
-busybox's, and `tty` and `stty size`, which read the command's terminal (`Terminal`), if it has one. Each takes the running command (`Process`: its stdout, stderr and stdin),
+busybox's (tar's as GNU tar's in an image built on Debian: `_tar_words`), and `tty` and `stty size`, which read the command's terminal (`Terminal`), if it has one. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
 for a use it does not simulate (an option, compression), which leaves the whole command
 uninterpreted, as an unknown command does.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Protocol
 
-from .simulated_accounts import names
+from .simulated_accounts import image_family, image_of, names
 from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError, NoSpace
 
 
@@ -334,6 +334,50 @@ _TAR_IGNORED = frozenset({"--no-same-permissions", "--no-same-owner", "--same-ow
                           "--numeric-owner"})
 
 
+@dataclass(frozen=True)
+class _TarWords:
+    """How a tar words its errors, and the status it exits with after one."""
+
+    failed: int
+    no_mode: str
+    chdir: str
+    open_archive: str
+    leading: str
+    missing: str
+    delayed: str
+    empty: str
+    not_archive: str
+    short: str
+    open_member: str
+    symlink: str
+
+
+_BUSYBOX_TAR = _TarWords(
+    1, "tar: need to specify one of -c/-x/-t\n", f"tar: can't change directory to '{{}}': {NOT_FOUND}\n",
+    "tar: can't open '{}': {}\n", "tar: removing leading '/' from member names\n", f"tar: {{}}: {NOT_FOUND}\n",
+    "tar: error exit delayed from previous errors\n", "tar: empty archive\n", "tar: invalid tar magic\n",
+    "tar: short read\n", "tar: can't open '{}': {}\n", "tar: can't create symlink '{}' to '{}': {}\n")
+_GNU_FATAL, _GNU_USAGE = "tar: Error is not recoverable: exiting now\n", \
+    "Try 'tar --help' or 'tar --usage' for more information.\n"
+_GNU_DELAYED = "tar: Exiting with failure status due to previous errors\n"
+_GNU_TAR = _TarWords(
+    2, "tar: You must specify one of the '-Acdtrux', '--delete' or '--test-label' options\n" + _GNU_USAGE,
+    f"tar: {{}}: Cannot open: {NOT_FOUND}\n" + _GNU_FATAL, "tar: {}: Cannot open: {}\n" + _GNU_FATAL,
+    "tar: Removing leading `/' from member names\n", f"tar: {{}}: Cannot stat: {NOT_FOUND}\n", _GNU_DELAYED,
+    "tar: Cowardly refusing to create an empty archive\n" + _GNU_USAGE,
+    "tar: This does not look like a tar archive\ntar: Skipping to next header\n" + _GNU_DELAYED,
+    "tar: This does not look like a tar archive\n" + _GNU_DELAYED, "tar: {}: Cannot open: {}\n",
+    "tar: {}: Cannot create symlink to '{}': {}\n")
+
+
+def _tar_words(fs: ContainerFS) -> _TarWords:
+    """The container's tar: GNU tar in an image built on Debian or Ubuntu (nginx, python, most
+    applications': image_family's "debian"), busybox's in busybox and Alpine ones (and where the
+    container names no image)."""
+    image = image_of(fs.pod, fs.container)
+    return _GNU_TAR if image and image_family(image) == "debian" else _BUSYBOX_TAR
+
+
 def _tar_options(args: list[str]) -> _TarOptions:
     """tar's options: bundled the old way (`cf -`, each letter that takes a value taking the next
     word) or with dashes (`-xmf - -C /dir`); Unknown for one not simulated (compression too)."""
@@ -388,32 +432,32 @@ def _tar_options(args: list[str]) -> _TarOptions:
 
 
 def _tar(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
-    opts = _tar_options(args)
+    opts, words = _tar_options(args), _tar_words(fs)
     if opts.mode is None:
-        run.err("tar: need to specify one of -c/-x/-t\n")
-        return 1
+        run.err(words.no_mode)
+        return words.failed
     base = fs.normal(opts.directory or ".")
     if not isinstance(fs.lookup(base), Dir):
-        run.err(f"tar: can't change directory to '{opts.directory}': {NOT_FOUND}\n")
-        return 1
+        run.err(words.chdir.format(opts.directory))
+        return words.failed
     if opts.mode == "c":
-        return _tar_create(run, fs, opts, base)
+        return _tar_create(run, fs, opts, base, words)
     data = run.read_stdin() if opts.file == "-" else None
     if data is None:
         try:
             data = fs.read(fs.normal(opts.file, base))
         except FsError as e:
-            run.err(f"tar: can't open '{opts.file}': {e.reason}\n")
-            return 1
+            run.err(words.open_archive.format(opts.file, e.reason))
+            return words.failed
     if not data:
-        run.err("tar: short read\n")
-        return 1
+        run.err(words.short)
+        return words.failed
     try:
         archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
         members = archive.getmembers()
     except tarfile.TarError:
-        run.err("tar: invalid tar magic\n")
-        return 1
+        run.err(words.not_archive)
+        return words.failed
     status, warned = 0, False
     for member in members:
         if opts.mode == "t" or opts.verbose:
@@ -424,7 +468,7 @@ def _tar(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         if rel.startswith("/"):
             rel = rel.lstrip("/")
             if not warned:
-                run.err("tar: removing leading '/' from member names\n")
+                run.err(words.leading)
                 warned = True
         target, mtime = fs.normal(rel, base), None if opts.touch else member.mtime
         try:
@@ -440,52 +484,55 @@ def _tar(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             else:
                 run.err(f"tar: {member.name}: nanokube's simulated files hold no hard links or devices: skipped\n")
         except FsError as e:
-            run.err(f"tar: can't open '{rel}': {e.reason}\n")
-            status = 1
+            run.err(words.open_member.format(rel, e.reason))
+            status = words.failed
             continue
         if member.issym():  # its target as the archive names it, unchecked: it may lead nowhere (yet)
             try:
                 fs.symlink(target, member.linkname, mtime=mtime)
             except FsError as e:
-                run.err(f"tar: can't create symlink '{rel}' to '{member.linkname}': {e.reason}\n")
-                status = 1
+                run.err(words.symlink.format(rel, member.linkname, e.reason))
+                status = words.failed
+    if status and words is _GNU_TAR:
+        run.err(words.delayed)
     return status
 
 
-def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> int:
+def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str, words: _TarWords) -> int:
     """An archive of `opts.names` (relative to `base`), as GNU-format tar writes it, to stdout or
-    a file."""
+    a file, ended (its end blocks written) even where no name was found. GNU tar warns of a
+    leading slash before it looks the name up; busybox's, of one it archives."""
     if not opts.names:
-        run.err("tar: empty archive\n")
-        return 1
+        run.err(words.empty)
+        return words.failed
     buf = io.BytesIO()
     failed, warned = False, False
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as archive:
         for path in opts.names:
             follow = path.endswith("/")  # (`current/`: the directory a link leads to, as path resolution gives it)
             node = fs.lookup(fs.normal(path, base), follow=follow)
+            if path.startswith("/") and not warned and (node is not None or words is _GNU_TAR):
+                run.err(words.leading)
+                warned = True
             if node is None:
-                run.err(f"tar: {path}: {NOT_FOUND}\n")
+                run.err(words.missing.format(path))
                 failed = True
                 continue
             member = path
             if member.startswith("/"):
                 member = member.lstrip("/") or "."
-                if not warned:
-                    run.err("tar: removing leading '/' from member names\n")
-                    warned = True
             _tar_add(archive, fs, fs.normal(path, base), member.rstrip("/") or ".", opts.verbose and run, follow)
     if failed:
-        run.err("tar: error exit delayed from previous errors\n")
+        run.err(words.delayed)
     if opts.file == "-":
         run.out(buf.getvalue())
     else:
         try:
             fs.write(fs.normal(opts.file, base), buf.getvalue())
         except FsError as e:
-            run.err(f"tar: can't open '{opts.file}': {e.reason}\n")
-            return 1
-    return 1 if failed else 0
+            run.err(words.open_archive.format(opts.file, e.reason))
+            return words.failed
+    return words.failed if failed else 0
 
 
 def _tar_add(archive: tarfile.TarFile, fs: ContainerFS, path: str, member: str, verbose, follow: bool = False) -> None:

@@ -158,6 +158,26 @@ def test_tar_errors(pod_files):
     assert interpret(["tar", "czf", "-", "/data"], T0, fs) is None  # compression is not simulated
 
 
+def test_tar_in_an_image_built_on_debian_is_gnu_tar(pod_files):
+    """nginx, python, debian, an application's image: GNU tar's words and its exit status 2 (the
+    leading slash warned of before the name is looked up); Alpine's tar is busybox's."""
+    pod_files.pod["spec"]["containers"][0]["image"] = "nginx:1.27"
+    fs = pod_files.container("main")
+    code, out, err = run(fs, "tar", "cf", "-", "/nope")
+    assert (code, err) == (2, "tar: Removing leading `/' from member names\n"
+                              "tar: /nope: Cannot stat: No such file or directory\n"
+                              "tar: Exiting with failure status due to previous errors\n")
+    assert tarfile.open(fileobj=io.BytesIO(out)).getnames() == []
+    assert run(fs, "tar", "xmf", "-", "-C", "/nope", stdin=_archive({"f": b""})) == (
+        2, b"", "tar: /nope: Cannot open: No such file or directory\ntar: Error is not recoverable: exiting now\n")
+    assert run(fs, "tar", "-xf", "-", "-C", "/etc/app", stdin=_archive({"f": b"x"})) == (
+        2, b"", "tar: f: Cannot open: Read-only file system\n"
+                "tar: Exiting with failure status due to previous errors\n")
+    pod_files.pod["spec"]["containers"][0]["image"] = "nginx:1.27-alpine"
+    assert run(pod_files.container("main"), "tar", "cf", "-", "/nope")[::2] == (
+        1, "tar: /nope: No such file or directory\ntar: error exit delayed from previous errors\n")
+
+
 def test_links_made_with_ln_are_followed_listed_and_removed_as_links(pod_files):
     fs = pod_files.container("main")
     assert run(fs, "sh", "-c", "mkdir -p /data/v1; echo one > /data/v1/app.txt; cd /data; ln -s v1 current; "
