@@ -40,23 +40,34 @@ def _cdf(values: list[float]) -> list[dict]:
     return _thin(sorted(values), [(i + 1) / n for i in range(n)]) if n else []
 
 
+#: the unit of the time axis, by the longest run's virtual span: the first whose span reads at most 120 of it
+#: (an inflation's 11 virtual seconds were 0.00013 days, a day's replay is 24 hours, openb's 149 days are days)
+TIME_UNITS = (("seconds", 1), ("minutes", 60), ("hours", 3600), ("days", 86400))
+
+
+def time_unit(span: float) -> tuple[str, float]:
+    return next((u for u in TIME_UNITS if span <= 120 * u[1]), TIME_UNITS[-1])
+
+
 def chart_data(doc: dict) -> dict:
-    """What the page plots, per run: lines over time (days), over arrived workload, and the distributions."""
+    """What the page plots, per run: lines over time (in the unit that suits the runs' span), over arrived
+    workload, and the distributions."""
+    unit, seconds = time_unit(max((r["virtual_s"] for r in doc["runs"]), default=0.0))
     out = []
     for r in doc["runs"]:
         s = r["series"]
-        days = [t / 86400 for t in s["t"]]
+        ts = [t / seconds for t in s["t"]]
         out.append({
             "name": r["name"],
-            "alloc": _thin(days, s["gpu_alloc_ratio"]), "frag": _thin(days, s["fragmentation_ratio"]),
-            "pending": _thin(days, s["pending"]),
+            "alloc": _thin(ts, s["gpu_alloc_ratio"]), "frag": _thin(ts, s["fragmentation_ratio"]),
+            "pending": _thin(ts, s["pending"]),
             "arrival": _thin(r["by_arrival"]["arrived_ratio"], r["by_arrival"]["gpu_alloc_ratio"]),
             "arrival_frag": _thin(r["by_arrival"]["arrived_ratio"], r["by_arrival"].get("fragmentation_ratio") or []),
             "delay": _cdf(r["scheduling_delay_s"]),
             "gang": r["gang_wait_s"], "evictions": len(r["evictions"]),
             "preemptions": sum(1 for e in r["evictions"] if e["reason"] == "PreemptionByScheduler"),
         })
-    return {"runs": out}
+    return {"runs": out, "time_unit": unit}
 
 
 PAGE = """<!doctype html>
@@ -101,11 +112,11 @@ function line(id, key, xTitle, yTitle, step) {{
     options: {{animation: false, parsing: true, scales: {{x: {{type: 'linear', title: {{display: true, text: xTitle}}}},
       y: {{title: {{display: true, text: yTitle}}}}}}}}}});
 }}
-line('alloc', 'alloc', 'days', 'GPU allocation ratio', true);
+line('alloc', 'alloc', D.time_unit, 'GPU allocation ratio', true);
 line('arrival', 'arrival', 'arrived GPU workload / cluster GPUs', 'GPU allocation ratio', false);
-line('frag', 'frag', 'days', 'fragmented GPU capacity', true);
+line('frag', 'frag', D.time_unit, 'fragmented GPU capacity', true);
 line('arrival_frag', 'arrival_frag', 'arrived GPU workload / cluster GPUs', 'fragmented GPU capacity', false);
-line('pending', 'pending', 'days', 'pods', true);
+line('pending', 'pending', D.time_unit, 'pods', true);
 line('delay', 'delay', 'seconds from creation to binding', 'fraction of pods', true);
 const groups = [...new Set(D.runs.flatMap(r => Object.keys(r.gang)))].sort();
 new Chart(document.getElementById('gang'), {{type: 'bar', data: {{labels: groups, datasets: D.runs.map((r, i) => ({{

@@ -136,6 +136,9 @@ def test_an_inflation_reports_fragmentation_at_the_arrived_workload(tmp_path):
     page = (out / "report.html").read_text()
     assert "<th>GPU frag at 100% arrived</th>" in page and '<canvas id="arrival_frag">' in page
     assert "<td>60.0%</td><td>40.0%</td>" in page  # the row's allocation and fragmentation at 100% arrived
+    # the run spans virtual seconds: its lines over time are drawn in seconds, not as 0.0000x days
+    data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page).group(1))
+    assert data["time_unit"] == "seconds" and data["runs"][0]["alloc"][-1]["x"] == run["series"]["t"][-1], data
 
 
 def test_the_table_compares_configurations_with_units(tmp_path):
