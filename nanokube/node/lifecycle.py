@@ -55,6 +55,7 @@ from ..machinery.streaming import StreamFailed, StreamSession, executable_not_fo
 from ..client.http import EXPECTED
 from ..clock import parse_time
 from . import container_env, dns, hooks, hosts_file, prober, simulated_net, userns
+from .imagename import invalid_image_message
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
@@ -1196,11 +1197,19 @@ class PodWorker:
         clock; Pulled with the time it took and the image's size), else Pulled "already present".
         A Never policy naming an image the node does not hold (its pool did not preload it, no pod
         pulled it here) fails the sync with ErrImageNeverPull, tried again each SYNC_RETRY until
-        another pod's pull brings it. True if the pod was deleted or ran past its active deadline
+        another pod's pull brings it; before all that, an image the reference grammar refuses
+        (imagename: `Foo:a:b`) fails each sync with InspectFailed and InvalidImageName, never
+        pulled. True if the pod was deleted or ran past its active deadline
         meanwhile; a pull that is not `interruptible` (a container restarted while the pod runs)
         holds up the pod's worker until it is done, as SyncPod's does."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
+        while interruptible and (message := invalid_image_message(image)):  # (the reference parsed before all else)
+            await self._event("Warning", "InspectFailed", message, path)
+            await self._event("Warning", "Failed", "Error: InvalidImageName", path)
+            await self._image_waiting(c, "InvalidImageName", message)
+            if await self._wait(self.clock.monotonic() + self.agent.sync_retry, active=True):
+                return True
         if policy == "Never" and interruptible:
             while image_ref(image) not in self.agent.images:
                 message = f'Container image "{image}" is not present with pull policy of Never'

@@ -44,6 +44,25 @@ def test_never_pull_of_an_image_the_node_lacks_is_err_image_never_pull(kubelet_c
     assert 'container "app" in pod "local" is waiting to start: ErrImageNeverPull' in logs.stderr, logs.stderr
 
 
+def test_an_image_that_is_no_valid_reference_is_invalid_image_name_never_pulled(kubelet_cluster):
+    """kubectl run refuses `--image=Foo:a:b` itself; applied, the kubelet parses it before all else
+    (upper case in the repository): InspectFailed, then Failed "Error: InvalidImageName", each sync."""
+    c = kubelet_cluster
+    create(c, {"metadata": {"name": "bad-ref"}, "spec": {"containers": [{"name": "app", "image": "Foo:a:b"}]}})
+    assert wait_for(status_is(c, "bad-ref", "InvalidImageName"))[1] == "0/1"
+    message = ('Failed to apply default image tag "Foo:a:b": couldn\'t parse image name "Foo:a:b": '
+               "invalid reference format: repository name (library/Foo) must be lowercase")
+    waiting = c.kubectl_json("get", "pod", "bad-ref")["status"]["containerStatuses"][0]["state"]["waiting"]
+    assert waiting == {"reason": "InvalidImageName", "message": message}
+    events = wait_for(lambda: (items := c.kubectl_json("get", "events", "--field-selector",
+                                                       "involvedObject.name=bad-ref")["items"])
+                      and {e["reason"] for e in items} >= {"InspectFailed", "Failed"} and items, 30, "the events")
+    assert {(e["type"], e["reason"], e["message"]) for e in events if e["reason"] != "Scheduled"} == {
+        ("Warning", "InspectFailed", message), ("Warning", "Failed", "Error: InvalidImageName")}
+    logs = c.kubectl("logs", "bad-ref", check=False)
+    assert 'container "app" in pod "bad-ref" is waiting to start: InvalidImageName' in logs.stderr, logs.stderr
+
+
 def test_an_init_container_whose_pull_fails_is_init_err_image_pull(kubelet_cluster):
     c = kubelet_cluster
     create(c, {"metadata": {"name": "init-pull", "annotations": {"sim.nanokube.io/pull-error": "not-found"}},
@@ -80,7 +99,7 @@ def test_kubelet_endpoints_through_nodes_proxy(kubelet_cluster):
     with `kubectl get --raw` on nodes/proxy as on a real cluster."""
     c = kubelet_cluster
     create(c, {"metadata": {"name": "talker", "annotations": {"sim.nanokube.io/log": "hello\nworld"}},
-               "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}})
+               "spec": {"containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}})
     c.kubectl("wait", "pod/talker", "--for=condition=Ready", "--timeout=60s")
     node, uid = _node_of(c, "talker"), c.kubectl("get", "pod", "talker", "-o", "jsonpath={.metadata.uid}").stdout
     proxy = f"/api/v1/nodes/{node}/proxy"
@@ -119,7 +138,7 @@ def test_a_host_network_pod_has_its_nodes_ip(kubelet_cluster):
     st = wait_for(lambda: (s := c.kubectl_json("get", "pod", name)["status"]).get("podIP") and s, 60, "a pod IP")
     assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)
     create(c, {"metadata": {"name": "beside"}, "spec": {"nodeName": "gpu-0", "containers": [
-        {"name": "app", "image": "busybox"}]}})
+        {"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}]}})
     ip = wait_for(lambda: c.kubectl_json("get", "pod", "beside")["status"].get("podIP"), 60, "a pod IP")
     assert ip.startswith("10.244.") and ip != node_ip
     c.kubectl("delete", "pod", name, "beside", "--wait=false")
@@ -143,7 +162,7 @@ def test_container_statuses_list_the_volume_mounts(kubelet_cluster):
     c.kubectl("create", "configmap", "settings", "--from-literal=a=b")
     create(c, {"metadata": {"name": "mounts"}, "spec": {
         "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}, {"name": "scratch", "emptyDir": {}}],
-        "containers": [{"name": "app", "image": "busybox", "volumeMounts": [
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"], "volumeMounts": [
             {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": True},
             {"name": "cfg", "mountPath": "/etc/cfg-rro", "readOnly": True, "recursiveReadOnly": "Enabled"},
             {"name": "scratch", "mountPath": "/scratch"}]}]}})
