@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping
 
-from ..clock import format_time
 from ..machinery import errors, goduration, gotime
 from ..machinery import validation as v
 from ..machinery.queryparams import integer
@@ -88,7 +87,7 @@ def pod_log_options(query: Mapping[str, str], name: str) -> dict[str, str]:
     if "sinceTime" in query:
         raw = query["sinceTime"]
         try:  # metav1.Time.UnmarshalQueryParameter: empty or "null" is the zero time
-            since_time = _ZERO_TIME if raw in ("", "null") else format_time(gotime.parse_rfc3339(raw))
+            since_time = _ZERO_TIME if raw in ("", "null") else gotime.format_rfc3339(gotime.parse_rfc3339(raw))
         except gotime.TimeParseError as e:
             raise errors.bad_request(str(e)) from None
     tail_lines, limit_bytes = integer(query, "tailLines"), integer(query, "limitBytes")

@@ -2,13 +2,21 @@
 (metav1.Time.UnmarshalQueryParameter: a pods/log request's sinceTime): the time, or Go's
 error text, element by element as its parser meets them (`parsing time "x" as
 "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"`, `parsing time "...": month out of
-range`, `...: extra text: "..."`)."""
+range`, `...: extra text: "..."`); and Go's t.UTC().Format(time.RFC3339) of such a time, as the API server
+hands it on to the kubelet (metav1.Time.MarshalQueryParameter)."""
 
 from __future__ import annotations
+
+import datetime
+import math
 
 from .gofmt import quote
 
 RFC3339 = "2006-01-02T15:04:05Z07:00"
+#: the seconds of 400 Gregorian years, after which the calendar repeats
+_CYCLE = 146097 * 86400
+#: the first second of year 1 and of year 10000: datetime's range
+_FIRST, _PAST_LAST = -62135596800, 253402300800
 #: the layout's elements: (literal before it, element, what it reads)
 _ELEMENTS = (("", "2006", "year"), ("-", "01", "month"), ("-", "02", "day"), ("T", "15", "hour"),
              (":", "04", "minute"), (":", "05", "second"), ("", "Z07:00", "zone"))
@@ -100,3 +108,17 @@ def _days_from_civil(y: int, m: int, d: int) -> int:
     doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
     return era * 146097 + doe - 719468
+
+
+def format_rfc3339(seconds: float) -> str:
+    """`seconds` since the epoch in UTC as Go's RFC 3339 layout writes them: the fraction dropped (the second
+    it falls in), any year (Go's year 0 or -1 of a zone's offset, 10000: moved into datetime's years 1 to
+    9999 by whole 400-year cycles, then back), a negative one with its sign before four digits."""
+    sec, cycles = math.floor(seconds), 0
+    while sec < _FIRST:
+        sec, cycles = sec + _CYCLE, cycles - 1
+    while sec >= _PAST_LAST:
+        sec, cycles = sec - _CYCLE, cycles + 1
+    t = datetime.datetime.fromtimestamp(sec, datetime.timezone.utc)
+    year = t.year + 400 * cycles
+    return (f"{year:04d}" if year >= 0 else f"-{-year:04d}") + t.strftime("-%m-%dT%H:%M:%SZ")

@@ -84,3 +84,13 @@ async def test_options_are_judged_before_the_pod_is_looked_up(api):
         422, 'PodLogOptions "missing" is invalid: limitBytes: Invalid value: 0: must be greater than 0')
     code, status = await _get(api, f"{PODS}/missing/log?tailLines=3")
     assert (code, status["message"]) == (404, 'pods "missing" not found')
+
+
+async def test_a_since_time_outside_datetimes_years_is_read_as_go_reads_it(api):
+    """fuzz63: a sinceTime in year 0, or one that a zone's offset moves past either end of years 1 to 9999,
+    was a 500 (Python's datetime could not write it back for the kubelet); Go reads and writes any year, so it is
+    as good as any sinceTime: the answer is the one a sinceTime of this century gets."""
+    expected = await _get(api, f"{PODS}/two/log?container=a&sinceTime=2026-01-01T00:00:00Z")
+    assert expected[0] < 500, expected
+    for t in ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-23:00"):
+        assert await _get(api, f"{PODS}/two/log?container=a&sinceTime={t}") == expected, t
