@@ -82,7 +82,7 @@ FILE = Kind("v1", "Config", "tools/clientcmd/api/latest/latest.go:50", Struct("v
 }))
 
 
-def _decoded(path: str) -> dict:
+def read_file(path: str) -> dict:
     """The kubeconfig at `path` as clientcmd.LoadFromFile decodes it (an empty file is an empty
     config); KubeconfigError as kubectl words it (`error loading config file "PATH": ...`)."""
     with open(path) as f:
@@ -111,7 +111,7 @@ def _merge(files: list[str]) -> tuple[dict[str, dict[str, _Entry]], str, list[st
     current, read = "", []
     for path in files:
         try:
-            cfg = _decoded(path)
+            cfg = read_file(path)
         except FileNotFoundError:
             if len(files) == 1:
                 raise KubeconfigError(f"kubeconfig {path} does not exist") from None

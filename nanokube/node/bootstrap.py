@@ -68,15 +68,14 @@ def still_valid(path: str, now: float) -> bool:
     """Whether the kubeconfig at `path` exists and its client certificate is valid at `now`
     (isClientConfigStillValid): then no bootstrap is needed."""
     try:
-        with open(path) as f:
-            cfg = yaml.safe_load(f) or {}
+        cfg = kubeconfig.read_file(path)
         user = (cfg.get("users") or [{}])[0].get("user") or {}
         if user.get("client-certificate-data"):
             pem = base64.b64decode(user["client-certificate-data"])
         else:
             with open(os.path.join(os.path.dirname(path), user.get("client-certificate") or ""), "rb") as f:
                 pem = f.read()
-    except (OSError, ValueError, AttributeError, IndexError, yaml.YAMLError):
+    except (OSError, ValueError, IndexError):  # (a kubeconfig that does not decode: KubeconfigError)
         return False
     cert = _certificate(pem)
     return cert is not None and cert.not_valid_before_utc.timestamp() <= now <= cert.not_valid_after_utc.timestamp()

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 
+import pytest
 from cryptography import x509
 
+from nanokube.client import kubeconfig
 from nanokube.clock import Clock
 from nanokube.component_server import tls_context
 from nanokube.controllers.csrsigning import CSRSigningController
@@ -95,3 +97,11 @@ async def test_a_failed_request_is_tried_again_with_the_certificate_managers_bac
     assert [b for b, base in zip(backoffs, (2, 4, 8, 16, 32, 32, 32)) if not base <= b <= base * 1.1] == []
     assert not os.path.exists(cert_dir / bootstrap.SERVING_CURRENT)
     assert served == []
+
+
+async def test_a_kubeconfig_that_does_not_decode_holds_no_valid_certificate(tmp_path):
+    """isClientConfigStillValid: a kubeconfig its loader refuses (here `users: 5`, before a TypeError
+    out of the kubelet's start) means bootstrapping, which here needs the missing bootstrap kubeconfig."""
+    (tmp_path / "kubeconfig").write_text("users: 5\n")
+    with pytest.raises(kubeconfig.KubeconfigError, match=f"kubeconfig {tmp_path / 'bootstrap'} does not exist"):
+        await bootstrap.bootstrap(str(tmp_path / "kubeconfig"), str(tmp_path / "bootstrap"), str(tmp_path), "n1", None)
