@@ -16,6 +16,8 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from .oneshot import send
+
 log = logging.getLogger(__name__)
 
 #: a step that held the loop this long (CPU seconds) is logged
@@ -47,8 +49,7 @@ async def answered(request, handler: Callable[[Any], Awaitable]) -> Any:
     response = await handler(request)
     if response is not None and not response.prepared:
         try:
-            await response.prepare(request)
-            await response.write_eof()
+            await send(request, response)
         except ConnectionError:
             pass
     return response

@@ -46,6 +46,40 @@ async def test_a_create_that_expects_100_continue_gets_it_and_is_created(server)
     assert s.cache.get("/registry/configmaps/default/c1") is not None
 
 
+async def test_answers_on_a_kept_alive_connection_are_framed_by_their_length_until_one_asks_to_close(server):
+    """Unary answers (oneshot.send) on one connection: pipelined requests answered in order, each
+    head with its Content-Length, Content-Type, Date and Audit-Id, the connection kept until a
+    request says `Connection: close`, whose answer says so too; a HEAD's head alone."""
+    s, ctx = server
+    body = orjson.dumps({"metadata": {"name": "k1"}, "data": {"k": "v"}})
+    reader, writer = await asyncio.open_connection("127.0.0.1", s.port, ssl=ctx, server_hostname="localhost")
+    writer.write(b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+                 + b"GET /api/v1/namespaces/default/configmaps/k1 HTTP/1.1\r\nHost: x\r\nAudit-ID: mine\r\n\r\n"
+                 + b"HEAD /version HTTP/1.1\r\nHost: x\r\n\r\n"
+                 + b"GET /api/v1/namespaces/nosuch HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answers = []
+    for method in ("POST", "GET", "HEAD", "GET"):
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        status, *lines = head.split("\r\n")[:-2]
+        headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines)}
+        size = int(headers["content-length"])
+        answers.append((status, headers, await reader.readexactly(size) if method != "HEAD" else b""))
+    assert await asyncio.wait_for(reader.read(), 10) == b""  # closed after the last
+    writer.close()
+    (created, h1, b1), (got, h2, b2), (headed, h3, b3), (missing, h4, b4) = answers
+    assert (created, got, headed, missing) == ("HTTP/1.1 201 Created", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK",
+                                               "HTTP/1.1 404 Not Found")
+    assert orjson.loads(b1)["metadata"]["name"] == orjson.loads(b2)["metadata"]["name"] == "k1"
+    assert orjson.loads(b4)["reason"] == "NotFound"
+    for h in (h1, h2, h4):
+        assert h["content-type"] == "application/json" and h["date"].endswith(" GMT") and h["audit-id"]
+        assert "connection" not in h or h is h4
+    assert h2["audit-id"] == "mine" and h1["audit-id"] != h4["audit-id"]
+    assert h4["connection"] == "close"
+    assert int(h3["content-length"]) > 0 and b3 == b""
+
+
 @pytest.mark.parametrize("path, code, kind", [
     ("/apis/metrics.k8s.io/v1beta1", 200, "APIResourceList"),  # a route of the application
     ("/apis/metrics.k8s.io/v1beta1/nosuch", 404, "Status"),  # under a routed group: the catch-all route
