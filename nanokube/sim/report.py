@@ -86,7 +86,7 @@ const consoleError = console.error; console.error = (...a) => {{ pageErrors.push
 <p>deleted waiting: pods the trace deleted before any node took them (not in the delays); GPU alloc / frag:
 share of the cluster's GPUs allocated / fragmented, time-weighted over the run; delay: a scheduled pod's creation
 to its binding (waited: 1 s or more); makespan: first pod created to last pod ended (-: pods left running or
-pending); all in virtual time.</p>
+pending); all in virtual time.{arrived_note}</p>
 <div class="grid">
 <div><h3>GPU allocation ratio over time</h3><canvas id="alloc"></canvas></div>
 <div><h3>GPU allocation ratio over arrived GPU workload</h3><canvas id="arrival"></canvas></div>
@@ -147,6 +147,9 @@ def render(doc: dict) -> str:
     return PAGE.format(title=e(os.path.basename(str(inputs.get("trace", "")))), chartjs=chartjs,
                        cluster=e(str(inputs.get("cluster"))), edits=e(_edits(inputs)), how=e(_how(inputs)), trace=e(str(inputs.get("trace"))),
                        seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, why=why, data=data,
+                       arrived_note=" GPU alloc / frag at N% arrived: the same shares when the GPUs the arrived pods "
+                       "ask for reach N% of the cluster's (results.json adds the fragmented share of the unallocated "
+                       "GPUs there, the paper's frag rate)." if arrived else "",
                        arrived_heads="".join(f"<th>{what} at {a:.0%} arrived</th>" for what in ("GPU alloc", "GPU frag")
                                              for a in arrived))
 

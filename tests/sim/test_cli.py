@@ -135,6 +135,7 @@ def test_an_inflation_reports_fragmentation_at_the_arrived_workload(tmp_path):
     assert len(run["by_arrival"]["fragmentation_rate"]) == len(run["by_arrival"]["arrived_ratio"]) == 106  # to 8.4
     page = (out / "report.html").read_text()
     assert "<th>GPU frag at 100% arrived</th>" in page and '<canvas id="arrival_frag">' in page
+    assert "GPU alloc / frag at N% arrived: the same shares when the GPUs the arrived pods ask for" in page
     assert "<td>60.0%</td><td>40.0%</td>" in page  # the row's allocation and fragmentation at 100% arrived
     # the run spans virtual seconds: its lines over time are drawn in seconds, not as 0.0000x days
     data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page).group(1))
