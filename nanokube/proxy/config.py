@@ -191,17 +191,9 @@ def defaulted(doc: dict) -> dict:
     return out
 
 
-def _seconds_of(value, path: str = "") -> float:
-    """A metav1.Duration's JSON ("30s", "1m0s"); unset is 0."""
-    if value in (None, ""):
-        return 0.0
-    if not isinstance(value, str):
-        raise ConfigError(f'failed to decode: json: cannot unmarshal {type(value).__name__} into Go struct field '
-                          f'{path or "Duration"} of type string')
-    try:
-        return goduration.parse(value)
-    except ValueError as e:
-        raise ConfigError(f"failed to decode: {e}") from None
+def _seconds_of(value) -> float:
+    """A metav1.Duration's JSON ("30s", "1m0s"), which the decoding parsed; unset is 0."""
+    return goduration.parse(value) if value else 0.0
 
 
 def from_v1alpha1(doc: dict) -> ProxyConfig:
@@ -215,9 +207,8 @@ def from_v1alpha1(doc: dict) -> ProxyConfig:
     return ProxyConfig(
         mode=mode, hostname_override=d.get("hostnameOverride") or "", bind_address=d["bindAddress"],
         healthz_bind_address=d["healthzBindAddress"], metrics_bind_address=d["metricsBindAddress"],
-        sync_period=_seconds_of(section["syncPeriod"], f"{KIND}.syncPeriod"),
-        min_sync_period=_seconds_of(section["minSyncPeriod"], f"{KIND}.minSyncPeriod"),
-        config_sync_period=_seconds_of(d["configSyncPeriod"], f"{KIND}.configSyncPeriod"),
+        sync_period=_seconds_of(section["syncPeriod"]), min_sync_period=_seconds_of(section["minSyncPeriod"]),
+        config_sync_period=_seconds_of(d["configSyncPeriod"]),
         masquerade_all=bool(section.get("masqueradeAll")), detect_local=local,
         nodeport_addresses=tuple(d.get("nodePortAddresses") or ()),
         kubeconfig=d["clientConnection"].get("kubeconfig") or "", qps=float(d["clientConnection"]["qps"]),
