@@ -5,7 +5,8 @@ an object of a kind it counts goes or changes what it charges in its
 namespace (replenishment), and every resync period. Pods, services, claims,
 ResourceClaims, ConfigMaps and Secrets are watched from the start; any other
 kind gets its informer when a quota first names `count/<resource>.<group>`
-(upstream's quota monitor), from discovery read every `DISCOVERY_PERIOD`."""
+(upstream's quota monitor), from discovery read again when a `count/` names
+nothing it lists, at most once a `DISCOVERY_PERIOD`."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ WATCHED = (("", "v1", "pods"), ("", "v1", "services"), ("", "v1", "persistentvol
            ("resource.k8s.io", "v1", "resourceclaims"), ("", "v1", "configmaps"), ("", "v1", "secrets"))
 #: upstream's --resource-quota-sync-period
 RESYNC = 300.0
-#: seconds between reads of discovery for the kinds a quota may count (the quota controller's Sync,
-#: started with 30 s in startResourceQuotaController)
+#: the least seconds between two reads of discovery for the kinds a quota may count (the quota
+#: controller's Sync period, 30 s in startResourceQuotaController); taken when a name maps to
+#: nothing, not by a ticker, so that an idle plane is not woken for it
 DISCOVERY_PERIOD = 30.0
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,8 @@ class ResourceQuotaController(Controller):
         for group, version, plural in WATCHED:
             self._watch(group, version, plural)
         self._resync_task: asyncio.Task | None = None
+        #: when discovery may be read again for a `count/` that maps to nothing (`_kinds`)
+        self._discover_after = float("-inf")
 
     def informers(self):
         return [self.quotas, *self.watched.values()]
@@ -111,17 +115,22 @@ class ResourceQuotaController(Controller):
     async def start(self) -> None:
         await super().start()
         self._resync_task = asyncio.create_task(self._resync_loop())
-        self._tasks += [self._resync_task, asyncio.create_task(self._discovery_loop())]
+        self._tasks.append(self._resync_task)
 
-    async def _discovery_loop(self) -> None:
-        """Upstream's Sync: discovery read every `DISCOVERY_PERIOD`, so a `count/` of a custom
-        resource whose CRD came later is counted (over HTTP the client reads it only when asked)."""
-        while True:
-            await self.clock.sleep(DISCOVERY_PERIOD)
-            try:
-                await self.client.discover()
-            except EXPECTED as e:  # as upstream's Sync, the next period tries again
-                log.warning("resource quota controller: reading discovery failed: %s", e)
+    async def _kinds(self, name: str) -> set[tuple[str, str]]:
+        """`kinds_for` the quota resource `name`; a `count/` that maps to nothing has discovery read
+        again first, at most once a DISCOVERY_PERIOD (upstream's Sync finds new resources on that
+        period; over HTTP the client reads discovery only when asked): a custom resource whose CRD
+        came later is counted."""
+        found = kinds_for(name, self.client.resources())
+        if found or not name.startswith("count/") or self.clock.monotonic() < self._discover_after:
+            return found
+        self._discover_after = self.clock.monotonic() + DISCOVERY_PERIOD
+        try:
+            await self.client.discover()
+        except EXPECTED as e:  # as upstream's Sync, a later one tries again
+            log.warning("resource quota controller: reading discovery failed: %s", e)
+        return kinds_for(name, self.client.resources())
 
     async def _resync_loop(self) -> None:
         while True:
@@ -160,7 +169,7 @@ class ResourceQuotaController(Controller):
         kinds: set[tuple[str, str]] = set()
         tracked = set()
         for name in hard:
-            if found := kinds_for(name, self.client.resources()):
+            if found := await self._kinds(name):
                 kinds |= found
                 tracked.add(name)
         now = self.clock.now()
