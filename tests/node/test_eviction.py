@@ -143,7 +143,8 @@ def running(name: str, memory: str = "", **spec) -> dict:
     res = {"resources": {"requests": {"memory": memory}}} if memory else {}
     annotations = spec.pop("annotations", {})
     return {"metadata": {"name": name, "namespace": "default", "annotations": annotations},
-            "spec": {"nodeName": "small-0", "containers": [{"name": "app", "image": "busybox:1.36", **res}], **spec}}
+            "spec": {"nodeName": "small-0",
+                     "containers": [{"name": "app", "image": "busybox:1.36", "command": ["httpd", "-f"], **res}], **spec}}
 
 
 def phase_in(pods, name: str, phases: set[str]):

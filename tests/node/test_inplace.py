@@ -106,7 +106,7 @@ def _events(events, reasons):
 
 async def test_a_resize_is_recorded_started_and_completed_with_the_spec_and_its_generation(env):
     pods, events = env
-    await _running(pods, [{"name": "app", "image": "busybox", "resources": APP}])
+    await _running(pods, [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"], "resources": APP}])
     await _resize(pods, {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}})
     started, completed = await eventually(_events(events, ["ResizeStarted", "ResizeCompleted"]))
     spec = '{"containers":[{"name":"app","resources":{"limits":{"cpu":"1500m","memory":"1Gi"},' \
@@ -123,7 +123,7 @@ async def test_a_resize_is_recorded_started_and_completed_with_the_spec_and_its_
 
 async def test_an_infeasible_resize_is_a_warning_and_its_pending_condition_observes_the_generation(env):
     pods, events = env
-    await _running(pods, [{"name": "app", "image": "busybox", "resources": APP}])
+    await _running(pods, [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"], "resources": APP}])
     await _resize(pods, {"requests": {"cpu": "100"}, "limits": {"cpu": "100"}})
     [pending] = await eventually(_events(events, ["ResizeInfeasible"]))
     assert pending["type"] == "Warning"
@@ -142,9 +142,9 @@ async def test_a_resize_under_a_restart_container_policy_restarts_that_container
     container's cpu change under the default policy does not restart it."""
     pods, events = env
     before = await _running(pods, [
-        {"name": "app", "image": "busybox", "resources": APP,
+        {"name": "app", "image": "busybox", "command": ["httpd", "-f"], "resources": APP,
          "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]},
-        {"name": "side", "image": "busybox", "resources": APP}])
+        {"name": "side", "image": "busybox", "command": ["sleep", "infinity"], "resources": APP}])
     await pods.patch("web", {"spec": {"containers": [
         {"name": "app", "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}}},
         {"name": "side", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}, SMP,
@@ -191,7 +191,7 @@ async def test_a_container_waiting_to_restart_is_not_restarted_again_for_a_resiz
         await _running(pods, [
             {"name": "app", "image": "busybox", "resources": APP, "command": ["sh", "-c", "sleep 5; exit 1"],
              "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]},
-            {"name": "side", "image": "busybox", "resources": APP}])
+            {"name": "side", "image": "busybox", "command": ["sleep", "infinity"], "resources": APP}])
         await clock.advance(5)
 
         async def app(state, restarts=None):
@@ -251,7 +251,8 @@ async def test_a_pod_level_resize_is_allocated_actuated_and_reported_at_pod_leve
     status reports it: status.allocatedResources and status.resources."""
     pods, events = env
     await pods.create({"metadata": {"name": "web", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "resources": APP, "containers": [{"name": "app", "image": "busybox"}]}})
+        "nodeName": "gpu-0", "resources": APP,
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}]}})
 
     async def running():
         p = await pods.get("web", "default")

@@ -60,12 +60,13 @@ async def cluster(request, tmp_path):
 
 async def running_pod(server, kind: str, name: str, ready: bool = False, inits: list[dict] | None = None, **container) -> str:
     """A pod on gpu-0 with container `main` (for the process runtime, by default a shell that
-    waits) after the init containers `inits`, once Running (and, with `ready`, Ready): its uid."""
+    waits; for the simulated one, busybox's httpd) after the init containers `inits`, once Running
+    (and, with `ready`, Ready): its uid."""
     container = {"name": "main", "image": "busybox:1.36", **container}
     if kind == "process":
         container.setdefault("command", ["sh", "-c", "echo started; exec sleep 300"])
-    else:
-        container.pop("command", None)
+    else:  # busybox's httpd, up until stopped (the image's own `sh` would exit at once, with no stdin)
+        container["command"] = ["httpd", "-f", "-p", "8080"]
     pod = {"metadata": {"name": name, "namespace": "default", "annotations": SCRIPTED},
            "spec": {"nodeName": "gpu-0", "initContainers": inits or [], "containers": [container]}}
     client = LocalClient(server.rest)

@@ -49,9 +49,14 @@ async def env():
         yield s.client.resource("", "v1", "pods"), clock
 
 
+#: what each container of `pod` runs: a server in the foreground, up until it is stopped (busybox's own
+#: command, `sh`, would exit at once with no stdin)
+SERVER = ["httpd", "-f"]
+
+
 def pod(name, node="gpu-0", annotations=None, restart="Always", grace=None, containers=("app",), finalizers=()):
     spec = {"nodeName": node, "restartPolicy": restart,
-            "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]}
+            "containers": [{"name": c, "image": "busybox:1.36", "command": list(SERVER)} for c in containers]}
     if node is None:
         del spec["nodeName"]
     if grace is not None:
@@ -571,7 +576,8 @@ async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(
     ready; once all are ready, True with neither. Initialized names the init containers not done."""
     pods, clock = env
     p = pod("pair", annotations={"sim.nanokube.io/pull-seconds": "5"}, containers=("a", "b"))
-    p["spec"]["initContainers"] = [{"name": "log", "image": "busybox:1.36", "restartPolicy": "Always"}]
+    p["spec"]["initContainers"] = [{"name": "log", "image": "busybox:1.36", "command": list(SERVER),
+                                    "restartPolicy": "Always"}]
     await pods.create(p)
 
     async def pending():

@@ -95,7 +95,7 @@ async def test_a_container_without_gpus_has_no_nvidia_smi(env):
     client, clock, mgr = env
     pods = client.resource("", "v1", "pods")
     await pods.create({"metadata": {"name": "cpu", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}]}})
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}]}})
     await eventually(phase(pods, "cpu", "Running", clock))
     with pytest.raises(StreamFailed, match='exec: "nvidia-smi": executable file not found in \\$PATH'):
         await exec_(mgr, "cpu", ["nvidia-smi"])
@@ -110,7 +110,7 @@ async def test_nvidia_visible_devices_picks_the_gpus_numbered_in_pci_bus_order(e
     g5, g2 = (d.attributes["uuid"] for d in node_gpus(mgr, "gpu-5", "gpu-2"))
     for name, value in (("two", f"{g5},{g2}"), ("all", "all")):
         await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
-            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox",
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"],
                                                  "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]}]}})
         await eventually(phase(pods, name, "Running", clock))
     assert await exec_(mgr, "two", ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]) == (
@@ -297,6 +297,7 @@ async def test_the_cuda_vectoradd_sample_passes_on_a_gpu_and_fails_without_one(e
     await claims.create(claim_body("va"))
     body = pod_body("va", "va", restartPolicy="Never")
     body["spec"]["containers"][0]["image"] = VECTOR_ADD
+    del body["spec"]["containers"][0]["command"]  # the sample's own
     await allocate(claims, "va", await pods.create(body))
     await pods.create({"metadata": {"name": "no-gpu", "namespace": "default"}, "spec": {
         "nodeName": "gpu-0", "restartPolicy": "Never", "containers": [{"name": "app", "image": VECTOR_ADD}]}})

@@ -83,7 +83,7 @@ async def test_the_runtime_gives_the_container_its_gpus_device_nodes(env):
         0, "nvidia-modeset\nnvidia-uvm\nnvidia-uvm-tools\nnvidia0\nnvidia1\nnvidiactl\nshm\n")
     pods = client.resource("", "v1", "pods")
     await pods.create({"metadata": {"name": "cpu", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}]}})
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}]}})
     await eventually(phase(pods, "cpu", "Running", clock))
     assert await exec_(mgr, "cpu", ["ls", "/dev"]) == (0, "shm\n")
 
@@ -243,9 +243,10 @@ async def test_a_script_the_shell_cannot_run_says_so_not_that_there_is_no_shell(
         assert await exec_(mgr, "trainer", [shell, "-c", "GPUS=($(nvidia-smi -L)); echo ${#GPUS[@]}"]) == (
             2, f"{shell}: nanokube's simulated shell cannot run this script\n")
     pods = client.resource("", "v1", "pods")
-    for name, image in (("cpu", "busybox:1.36"), ("static", "gcr.io/distroless/static-debian12")):
+    for name, app in (("cpu", {"image": "busybox:1.36", "command": ["sleep", "infinity"]}),
+                      ("static", {"image": "gcr.io/distroless/static-debian12"})):
         await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
-            "nodeName": "gpu-0", "containers": [{"name": "app", "image": image}]}})
+            "nodeName": "gpu-0", "containers": [{"name": "app", **app}]}})
         await eventually(phase(pods, name, "Running", clock))
     for pod, command in (("cpu", ["bash", "-c", "echo hi"]), ("cpu", ["/bin/bash", "-c", "a=(1); echo $a"]),
                          ("static", ["sh", "-c", "echo hi"])):
@@ -663,7 +664,8 @@ async def limited_trainer(env):
     pods = client.resource("", "v1", "pods")
     res = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
     await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": res}]}})
+        "nodeName": "gpu-0",
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"], "resources": res}]}})
     await eventually(phase(pods, "trainer", "Running", clock))
     return pods
 

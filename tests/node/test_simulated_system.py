@@ -21,8 +21,8 @@ async def small(env):
     client, clock, mgr = env
     pods = client.resource("", "v1", "pods")
     await pods.create({"metadata": {"name": "small", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": {
-            "limits": {"cpu": "1500m", "memory": "1Gi"}}}]}})
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"],
+                                             "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}]}})
     await eventually(phase(pods, "small", "Running", clock))
     return mgr
 
@@ -73,7 +73,8 @@ async def test_df_h_shows_a_checkpoint_claim_a_secret_and_a_tmpfs_by_path(env, t
             {"name": "models", "persistentVolumeClaim": {"claimName": "ckpt"}},
             {"name": "token", "secret": {"secretName": "hf-token"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
-        "containers": [{"name": "app", "image": "busybox", "resources": {"limits": {"memory": "2Gi"}},
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"],
+                        "resources": {"limits": {"memory": "2Gi"}},
                         "volumeMounts": [{"name": "models", "mountPath": "/models"},
                                          {"name": "token", "mountPath": "/var/run/hf"},
                                          {"name": "shm", "mountPath": "/cache"}]}]}})
@@ -109,7 +110,7 @@ async def test_du_sums_whole_blocks_and_leaves_links_and_a_tmpfs_directory_out(e
     await pods.create({"metadata": {"name": "job", "namespace": "default"}, "spec": {
         "nodeName": "gpu-0", "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}},
                                          {"name": "shm", "emptyDir": {"medium": "Memory"}}],
-        "containers": [{"name": "app", "image": "busybox", "volumeMounts": [
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"], "volumeMounts": [
             {"name": "cfg", "mountPath": "/cfg"}, {"name": "shm", "mountPath": "/cache"}]}]}})
     await eventually(phase(pods, "job", "Running", clock))
     script = ("mkdir -p /tmp/ck/s1 /cache/d; dd if=/dev/zero of=/tmp/ck/s1/w bs=1000 count=10 2>/dev/null; "
@@ -168,7 +169,8 @@ async def test_mount_lists_what_runc_mounts_in_its_order(env):
         "nodeName": "gpu-0", "automountServiceAccountToken": False, "volumes": [
             {"name": "cfg", "configMap": {"name": "app"}}, {"name": "data", "emptyDir": {}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
-        "containers": [{"name": "app", "image": "busybox", "securityContext": {"readOnlyRootFilesystem": True},
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"],
+                        "securityContext": {"readOnlyRootFilesystem": True},
                         "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}, {"name": "data", "mountPath": "/data"},
                                          {"name": "shm", "mountPath": "/dev/shm"}]}]}})
     await eventually(phase(core("pods"), "mounts", "Running", clock))
@@ -207,7 +209,7 @@ async def test_top_shows_the_nodes_header_and_the_containers_processes(small):
         "CPU:   1% usr   0% sys   0% nic  98% idle   0% io   0% irq   0% sirq",
         "Load average: 0.85 0.85 0.85 1/183 7",
         "  PID  PPID USER     STAT   VSZ %VSZ CPU %CPU COMMAND",
-        "    1     0 root     S     512m   0%   1   1% sh",
+        "    1     0 root     S     512m   0%   1   1% sleep infinity",
         "    7     0 root     R     1304   0%   7   0% top -bn1"]
     code, out = await exec_(small, "small", ["sh", "-c", "top -b -n 1 | tail -n 2 | cut -c1-40"])
     assert (code, out.splitlines()[1]) == (0, "    7     0 root     R     1304   0%   7")

@@ -18,7 +18,7 @@ from nanokube.store.memory import MemoryStore
 from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import becomes, eventually
 from tests.node import ManualClock
-from tests.node.test_lifecycle import conds, gone, node_agents, phase_is, pod
+from tests.node.test_lifecycle import SERVER, conds, gone, node_agents, phase_is, pod
 
 SMP = "application/strategic-merge-patch+json"
 
@@ -176,10 +176,12 @@ async def test_a_running_pod_whose_sync_failed_acts_on_its_next_updates(env):
     app = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
     await pods.create({"metadata": {"name": "web", "namespace": "default"},
                        "spec": {"nodeName": "gpu-0", "terminationGracePeriodSeconds": 5,
-                                "containers": [{"name": "app", "image": "busybox:1.36", "resources": app}]}})
+                                "containers": [{"name": "app", "image": "busybox:1.36", "command": list(SERVER),
+                                                "resources": app}]}})
     await eventually(phase_is(pods, "web", "Running"))
     refused = fail_status_writes(s.rest, "web", [RuntimeError("unexpected")])
-    await pods.patch("web", {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36"}]}},
+    await pods.patch("web", {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36",
+                                                               "command": list(SERVER)}]}},
                      SMP, namespace="default", subresource="ephemeralcontainers")
     await becomes(lambda: _failed_syncs(s, "web"), [("Warning", "error determining status: unexpected", 1)])
     assert len(refused) == 1
@@ -211,7 +213,8 @@ async def test_a_resize_allocated_before_a_failed_sync_is_actuated_by_the_next_s
     app = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
     await pods.create({"metadata": {"name": "web", "namespace": "default"},
                        "spec": {"nodeName": "gpu-0",
-                                "containers": [{"name": "app", "image": "busybox:1.36", "resources": app}]}})
+                                "containers": [{"name": "app", "image": "busybox:1.36", "command": list(SERVER),
+                                                "resources": app}]}})
     await eventually(phase_is(pods, "web", "Running"))
     fail_status_writes(s.rest, "web", [RuntimeError("unexpected")])
     await pods.patch("web", {"spec": {"containers": [{"name": "app", "resources": {

@@ -71,7 +71,8 @@ async def test_a_pending_pods_failed_scheduling_event_outlives_the_ttl_and_a_sch
         for name in ("nowhere", "later"):
             await pods.create({"metadata": {"name": name, "namespace": "default"},
                                "spec": {"nodeSelector": {"pool": name},
-                                        "containers": [{"name": "c", "image": "busybox"}]}})
+                                        "containers": [{"name": "c", "image": "busybox",
+                                                        "command": ["sleep", "infinity"]}]}})
         events = plane.client.resource("", "v1", "events")
 
         async def failed_scheduling(name: str) -> list[dict]:

@@ -26,7 +26,8 @@ FPGA = "example.com/fpga"
 def fpga_pod(name: str, n: int) -> dict:
     return {"metadata": {"name": name, "namespace": "default"}, "spec": {
         "nodeName": NODE, "terminationGracePeriodSeconds": 0, "containers": [
-            {"name": "app", "image": "busybox:1.36", "resources": {"limits": {FPGA: str(n)}}}]}}
+            {"name": "app", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+             "resources": {"limits": {FPGA: str(n)}}}]}}
 
 
 def fpgas(s, clock):

@@ -3,7 +3,7 @@ import pytest
 from nanokube.machinery.errors import APIError
 from tests.controllers import eventually
 from tests.node import ManualClock
-from tests.node.test_lifecycle import node_agents
+from tests.node.test_lifecycle import SERVER, node_agents
 
 
 @pytest.fixture
@@ -22,7 +22,8 @@ def claim_body(name):
 def pod_body(name, claim, node="gpu-0", image="busybox", **extra):
     return {"metadata": {"name": name, "namespace": "default"},
             "spec": {"nodeName": node, "resourceClaims": [{"name": "acc", "resourceClaimName": claim}],
-                     "containers": [{"name": "app", "image": image, "resources": {"claims": [{"name": "acc"}]}}],
+                     "containers": [{"name": "app", "image": image, "command": list(SERVER),
+                                     "resources": {"claims": [{"name": "acc"}]}}],
                      **extra}}
 
 
