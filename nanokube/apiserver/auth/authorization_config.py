@@ -76,26 +76,21 @@ class AuthorizerSpec:
     webhook: WebhookSpec | None = None
 
 
-def _duration(w: dict, key: str, path: str, errs: list[FieldError], default: float = 0.0) -> float:
+def _duration(w: dict, key: str, default: float = 0.0) -> float:
+    """A webhook's metav1.Duration (the decoding parsed it), `default` where unset."""
     text = w.get(key)
-    if text in (None, "", 0):
-        return default
-    try:
-        return goduration.parse(str(text))
-    except ValueError as e:
-        errs.append(invalid(path, text, str(e)))
-        return -1.0
+    return goduration.parse(text) if text else default
 
 
 def _webhook(w: dict, path: str, errs: list[FieldError]) -> WebhookSpec:
-    timeout = _duration(w, "timeout", f"{path}.timeout", errs)
+    timeout = _duration(w, "timeout")
     if timeout == 0:
         errs.append(required(f"{path}.timeout"))
     elif timeout > 30 or timeout < 0:
         errs.append(invalid(f"{path}.timeout", w.get("timeout"), "must be > 0s and <= 30s"))
     ttls = []
     for key, default in (("authorizedTTL", 300.0), ("unauthorizedTTL", 30.0)):
-        ttl = _duration(w, key, f"{path}.{key}", errs, default)
+        ttl = _duration(w, key, default)
         if ttl < 0:
             errs.append(invalid(f"{path}.{key}", w.get(key), "must be > 0s"))
         ttls.append(ttl)

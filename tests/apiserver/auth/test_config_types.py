@@ -34,6 +34,9 @@ ISSUER = "jwt:\n- issuer: {url: 'https://127.0.0.1:9', audiences: %s}\n  claimMa
     ("--authorization-config", AUTHZ + "authorizers:\n- {type: Webhook, name: w, webhook: {cacheAuthorizedRequests: 1}}\n",
      "cannot unmarshal number into Go struct field WebhookConfiguration.authorizers.webhook.cacheAuthorizedRequests of "
      "type bool"),
+    # a metav1.Duration parses itself as it decodes (its error before validation's)
+    ("--authorization-config", AUTHZ + "authorizers:\n- {type: Webhook, name: w, webhook: {timeout: 3x}}\n",
+     'failed to load AuthorizationConfiguration from file: time: unknown unit "x" in duration "3x"'),
     # an older version's Go package names its types; a version the scheme lacks, or none, is the kind's error
     ("--authorization-config", AUTHZ.replace("/v1", "/v1beta1") + "authorizers: {type: RBAC}\n",
      "cannot unmarshal object into Go struct field AuthorizationConfiguration.authorizers of type "
