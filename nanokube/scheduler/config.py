@@ -63,7 +63,7 @@ _EXTENDER = Struct("v1.Extender", {
     "bindVerb": str, "enableHTTPS": bool, "tlsConfig": _TLS, "httpTimeout": DURATION, "nodeCacheCapable": bool,
     "managedResources": [Struct("v1.ExtenderManagedResource", {"name": str, "ignoredByScheduler": bool})],
     "ignorable": bool})
-KIND_SCHEMA = Struct("v1.KubeSchedulerConfiguration", {
+_SCHEMA = Struct("v1.KubeSchedulerConfiguration", {
     "apiVersion": str, "kind": str, "parallelism": int, "healthzBindAddress": str, "metricsBindAddress": str,
     "enableProfiling": bool, "enableContentionProfiling": bool, "percentageOfNodesToScore": int,
     "podInitialBackoffSeconds": "int64", "podMaxBackoffSeconds": "int64", "delayCacheUntilActive": bool,
@@ -80,7 +80,7 @@ KIND_SCHEMA = Struct("v1.KubeSchedulerConfiguration", {
         "pluginConfig": [Struct("v1.PluginConfig", {"name": str, "args": ANY})]})],
 })
 #: the file kind as kube-scheduler's scheme (pkg/scheduler/apis/config/scheme) decodes it
-FILE = Kind(API_VERSION, KIND, "pkg/scheduler/apis/config/scheme/scheme.go:29", KIND_SCHEMA)
+FILE = Kind(API_VERSION, KIND, "pkg/scheduler/apis/config/scheme/scheme.go:29", _SCHEMA)
 _TYPE_META = {"apiVersion": str, "kind": str}
 _RESOURCES = [Struct("v1.ResourceSpec", {"name": str, "weight": "int64"})]
 _SHAPE = [Struct("v1.UtilizationShapePoint", {"utilization": int, "score": int})]
