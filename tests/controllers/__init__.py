@@ -185,3 +185,40 @@ def conflicts(path) -> dict[tuple[str, str, str], int]:
             out[k] = out.get(k, 0) + 1
     return out
 
+
+
+async def serve_widgets(server, group: str) -> None:
+    """Widgets (kind Widget, namespaced, any fields) of `group` served by `server` (an APIServer), the
+    CRD created through the server's own client: no request of a client under test is counted."""
+    await LocalClient(server.rest).resource("apiextensions.k8s.io", "v1", "customresourcedefinitions").create({
+        "metadata": {"name": f"widgets.{group}"}, "spec": {
+            "group": group, "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+
+    async def served():
+        return server.rest.index.by_kind(group, "Widget") is not None
+    assert await eventually(served)
+
+
+@contextlib.asynccontextmanager
+async def over_http(controller_kind):
+    """An APIServer (memory store, no ServiceAccount admission), an HTTPClient that read its discovery
+    at start, and a `controller_kind` over that client, started: (server, client); all stopped after."""
+    from nanokube.apiserver.app import APIServer
+    from nanokube.client.http import HTTPClient
+    from nanokube.client.kubeconfig import Credentials
+
+    server = APIServer(MemoryStore(), None, port=0)
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test")
+    await client.start()
+    ctrl = controller_kind(client)
+    await ctrl.start()
+    try:
+        yield server, client
+    finally:
+        await ctrl.stop()
+        await client.close()
+        await server.stop()

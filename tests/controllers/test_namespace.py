@@ -1,13 +1,9 @@
 import pytest
 
-from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.client.http import HTTPClient
-from nanokube.client.kubeconfig import Credentials
 from nanokube.machinery.errors import APIError
-from nanokube.store.memory import MemoryStore
 from nanokube.controllers.namespace import NamespaceController
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, over_http, serve_widgets
 
 
 @pytest.fixture
@@ -104,24 +100,9 @@ async def test_over_http_custom_resources_whose_crd_came_later_are_emptied_at_on
     """Over HTTP the controller's client read discovery at its start; each deletion pass reads it
     again, as upstream's deleter asks discovery, so a custom resource whose CRD came after the
     controller started goes with its namespace without waiting for any period."""
-    server = APIServer(MemoryStore(), None, port=0)
-    server.rest.admission.disable("ServiceAccount")
-    await server.start()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test")
-    await client.start()
-    ctrl = NamespaceController(client)
-    await ctrl.start()
-    try:
+    async with over_http(NamespaceController) as (server, client):
         local = LocalClient(server.rest)
-        await local.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions").create({
-            "metadata": {"name": "widgets.ns.example.com"}, "spec": {
-                "group": "ns.example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
-
-        async def served():
-            return server.rest.index.by_kind("ns.example.com", "Widget") is not None
-        assert await eventually(served)
+        await serve_widgets(server, "ns.example.com")
         namespaces = local.resource("", "v1", "namespaces")
         await namespaces.create({"metadata": {"name": "crs"}})
         widgets = local.resource("ns.example.com", "v1", "widgets")
@@ -131,7 +112,3 @@ async def test_over_http_custom_resources_whose_crd_came_later_are_emptied_at_on
         await namespaces.delete("crs")
         assert await eventually(absent(widgets, "w", "crs"))
         assert await eventually(absent(namespaces, "crs"))
-    finally:
-        await ctrl.stop()
-        await client.close()
-        await server.stop()

@@ -4,14 +4,10 @@ DRA devices by class, object counts, scopes), and drops when objects go."""
 
 import pytest
 
-from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.client.http import HTTPClient
-from nanokube.client.kubeconfig import Credentials
 from nanokube.controllers.resourcequota import ResourceQuotaController
-from nanokube.store.memory import MemoryStore
 from nanokube.controllers.base import TURN
-from tests.controllers import eventually, make_stack, turns_during
+from tests.controllers import eventually, make_stack, over_http, serve_widgets, turns_during
 
 
 @pytest.fixture
@@ -150,24 +146,9 @@ async def test_over_http_a_count_of_a_custom_resource_whose_crd_came_later_is_co
     """Over HTTP the controller's client read discovery at its start; a quota's `count/` of a resource
     discovery did not list then has discovery read again (upstream's quota Sync finds new resources
     every 30 s; here when a name maps to nothing), so the CRD's objects are counted."""
-    server = APIServer(MemoryStore(), None, port=0)
-    server.rest.admission.disable("ServiceAccount")
-    await server.start()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test")
-    await client.start()
-    ctrl = ResourceQuotaController(client)
-    await ctrl.start()
-    try:
+    async with over_http(ResourceQuotaController) as (server, client):
         local = LocalClient(server.rest)
-        await local.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions").create({
-            "metadata": {"name": "widgets.q.example.com"}, "spec": {
-                "group": "q.example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
-
-        async def served():
-            return server.rest.index.by_kind("q.example.com", "Widget") is not None
-        assert await eventually(served)
+        await serve_widgets(server, "q.example.com")
         widgets = local.resource("q.example.com", "v1", "widgets")
         for name in ("a", "b"):
             await widgets.create({"apiVersion": "q.example.com/v1", "kind": "Widget",
@@ -176,7 +157,3 @@ async def test_over_http_a_count_of_a_custom_resource_whose_crd_came_later_is_co
         await local.resource("", "v1", "resourcequotas").create(
             {"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"count/widgets.q.example.com": "5"}}})
         assert await eventually(used_is(local, {"count/widgets.q.example.com": "2"}))
-    finally:
-        await ctrl.stop()
-        await client.close()
-        await server.stop()
