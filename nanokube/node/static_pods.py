@@ -146,8 +146,10 @@ class StaticPods:
             except Exception:
                 log.exception("static pods of %s: sync failed", self.path)
             timer = self.clock.call_later(STAT_INTERVAL, self._wake.set)  # (the injected clock's second)
-            await self._wake.wait()
-            timer.cancel()
+            try:
+                await self._wake.wait()
+            finally:  # (stopped while waiting: no timer left on a virtual clock's heap to wake a gone loop)
+                timer.cancel()
             self._wake.clear()
 
     def mirror_pod(self, pod: dict) -> dict:
