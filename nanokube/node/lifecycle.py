@@ -54,7 +54,7 @@ from ..machinery.errors import APIError
 from ..machinery.streaming import StreamFailed, StreamSession, executable_not_found, start_not_found
 from ..client.http import EXPECTED
 from ..clock import parse_time
-from . import container_env, dns, hooks, hosts_file, prober, simulated_net, userns
+from . import container_env, dns, hooks, hosts_file, image_sizes, prober, simulated_net, userns
 from .imagename import invalid_image_message
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
@@ -293,8 +293,8 @@ def image_id(image: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def image_size(image: str) -> int:
-    """A stable stand-in for the image's size in bytes (2 to 200 MB), as its digest is one."""
-    return 2_000_000 + int(hashlib.sha256(image_ref(image).encode()).hexdigest()[:8], 16) % 198_000_000
+    """The image's size in bytes, as a runtime reports it (image_sizes)."""
+    return image_sizes.size(image_ref(image))
 
 
 def pulled_message(image: str, seconds: float) -> str:

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import running_cluster, wait_for
 
@@ -128,3 +129,30 @@ def test_set_image_on_a_running_pod_kills_the_container_and_starts_the_new_image
     seen = wait_for(events, 30, "the new image's start")
     assert seen[("Killing", "Container swap definition changed, will be restarted")] == 1, seen
     assert seen[("Pulling", 'Pulling image "nginx:1.28"')] == 1 and seen[("Created", "Container created")] == 2, seen
+
+
+def test_a_node_lists_the_images_it_pulled_at_their_registry_sizes(events_cluster):
+    """status.images, as `kubectl get node -o yaml` shows it, and the Pulled message give an image's
+    compressed size roughly as its registry has it: busybox about 2 MB, nginx's alpine variant
+    about 20 MB, the Pause image a third of a MB, not made-up ones."""
+    c = events_cluster
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sizes", "namespace": "default"},
+           "spec": {"containers": [{"name": "shell", "image": "busybox:1.36", "command": ["sleep", "infinity"]},
+                                   {"name": "web", "image": "nginx:1.27-alpine"},
+                                   {"name": "idle", "image": "registry.k8s.io/pause:3.10"}]}}
+    c.kubectl("create", "-f", "-", input=json.dumps(pod))
+    c.kubectl("wait", "pod/sizes", "--for=condition=Ready", "--timeout=60s")
+    node = c.kubectl_json("get", "pod", "sizes")["spec"]["nodeName"]
+    want = {"docker.io/library/busybox:1.36": (1_500_000, 5_000_000),
+            "docker.io/library/nginx:1.27-alpine": (15_000_000, 30_000_000),
+            "registry.k8s.io/pause:3.10": (250_000, 800_000)}
+
+    def listed():
+        images = yaml.safe_load(c.kubectl("get", "node", node, "-o", "yaml").stdout)["status"].get("images") or []
+        sizes = {name: i["sizeBytes"] for i in images for name in i["names"] if name in want}
+        return sizes if len(sizes) == len(want) else None
+    sizes = wait_for(listed, 60, "the pulled images in the node's status")
+    assert all(low <= sizes[name] <= high for name, (low, high) in want.items()), sizes
+    messages = [e["message"] for e in c.kubectl_json("get", "events", "--field-selector",
+                                                     "involvedObject.name=sizes,reason=Pulled")["items"]]
+    assert any(m.endswith(f"Image size: {sizes['docker.io/library/busybox:1.36']} bytes.") for m in messages), messages
