@@ -42,7 +42,8 @@ def _evict(api: k8s.CoreV1Api, name: str) -> None:
 
 def test_a_budget_allows_one_eviction_then_refuses(cluster):
     for i in range(3):
-        cluster.kubectl("run", f"guarded-{i}", "--image=busybox:1.36", "--labels=app=guarded")
+        cluster.kubectl("run", f"guarded-{i}", "--image=busybox:1.36", "--labels=app=guarded",
+                        "--", "sleep", "infinity")
     cluster.kubectl("create", "-f", "-", input=_pdb("guarded", "guarded", minAvailable=2))
     st = wait_for(lambda: (s := _status(cluster, "guarded")).get("currentHealthy") == 3 and s)
     assert (st["expectedPods"], st["desiredHealthy"], st["disruptionsAllowed"], st["observedGeneration"]) == (3, 2, 1, 1)
@@ -71,7 +72,8 @@ def test_a_budget_allows_one_eviction_then_refuses(cluster):
 
 
 def test_max_unavailable_counts_the_deployment_scale(cluster):
-    cluster.kubectl("create", "deployment", "scaled", "--image=busybox:1.36", "--replicas=4")
+    cluster.kubectl("create", "deployment", "scaled", "--image=busybox:1.36", "--replicas=4",
+                    "--", "sleep", "infinity")
     cluster.kubectl("create", "-f", "-", input=_pdb("scaled", "scaled", maxUnavailable="25%"))
     st = wait_for(lambda: (s := _status(cluster, "scaled")).get("currentHealthy") == 4 and s)
     assert (st["expectedPods"], st["desiredHealthy"], st["disruptionsAllowed"]) == (4, 3, 1)
@@ -87,7 +89,7 @@ def test_a_node_that_stops_heartbeating_has_its_pods_evicted_after_their_tolerat
     cluster.kubectl("create", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stranded", "namespace": "default", "finalizers": [hold]},
         "spec": {"nodeName": "gpu-0", "tolerations": tolerations, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": "busybox:1.36"}]}}))
+                 "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}))
     wait_for(lambda: cluster.kubectl_json("get", "pod", "stranded")["status"].get("phase") == "Running")
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "fault", "node", "gpu-0", "--lease-stop",
                         "--kubeconfig", cluster.kubeconfig], check=False, capture_output=True, text=True, timeout=30)

@@ -18,7 +18,8 @@ def test_a_missing_claim_template_is_a_warning_on_the_pod_until_it_exists(cluste
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "needs-template", "namespace": "default"},
            "spec": {"terminationGracePeriodSeconds": 0,
                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                    "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "gpu"}]}}]}}
+                    "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                                    "resources": {"claims": [{"name": "gpu"}]}}]}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
     [event] = wait_for(lambda: _events(cluster, "needs-template", "FailedResourceClaimCreation"),
                        what="FailedResourceClaimCreation")
@@ -39,7 +40,8 @@ def test_a_missing_claim_template_is_a_warning_on_the_pod_until_it_exists(cluste
 def _gpu_pod(cluster, name: str, resource: str, count: int) -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
            "spec": {"terminationGracePeriodSeconds": 0, "containers": [
-               {"name": "main", "image": "busybox:1.36", "resources": {"limits": {resource: str(count), "cpu": "1"}}}]}}
+               {"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                "resources": {"limits": {resource: str(count), "cpu": "1"}}}]}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
 
 
@@ -148,7 +150,8 @@ def test_a_container_claim_naming_no_pod_claim_is_not_found(cluster):
     def create(name: str, claims: list, pod_claims: list) -> str:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
                "spec": {"resourceClaims": pod_claims, "containers": [
-                   {"name": "main", "image": "busybox:1.36", "resources": {"claims": claims}}]}}
+                   {"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                    "resources": {"claims": claims}}]}}
         r = cluster.kubectl("create", "-f", "-", input=json.dumps(pod), check=False)
         assert r.returncode != 0
         return r.stderr.strip()

@@ -55,7 +55,8 @@ def _claim_and_pod(resource_api, core_api, capacity: dict | None) -> str:
         "devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}})
     core_api.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
         "terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "gpu"}]}}]}})
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                        "resources": {"claims": [{"name": "gpu"}]}}]}})
     return name
 
 
@@ -105,7 +106,8 @@ def _fpga_pod(resource_api, core_api) -> str:
         "devices": {"requests": [{"name": "fpga", "exactly": {"deviceClassName": BINDING_DRIVER}}]}}})
     core_api.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
         "terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "fpga", "resourceClaimName": name}],
-        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "fpga"}]}}]}})
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                        "resources": {"claims": [{"name": "fpga"}]}}]}})
     return name
 
 
@@ -184,7 +186,8 @@ def _fabric_allocation(resource_api, core_api, *devices: tuple[str, int]) -> tup
         "devices": {"requests": requests}}})
     core_api.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
         "terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "net", "resourceClaimName": name}],
-        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "net"}]}}]}})
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                        "resources": {"claims": [{"name": "net"}]}}]}})
     _allocated(resource_api, name)
     node = wait_for(lambda: core_api.read_namespaced_pod(name, "default").spec.node_name, what=f"{name} scheduled")
     return resource_api.read_namespaced_resource_claim(name, "default").to_dict()["status"]["allocation"], node

@@ -26,7 +26,8 @@ def pod_manifest(name: str, annotations: dict | None = None, restart: str = "Alw
                        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
                        "spec": {"restartPolicy": restart, "terminationGracePeriodSeconds": 5,
                                 "schedulerName": "manual-binding",
-                                "containers": [{"name": "main", "image": "busybox:1.36"}]}})
+                                "containers": [{"name": "main", "image": "busybox:1.36",
+                                                "command": ["sleep", "infinity"]}]}})
 
 
 def bind(cluster, name: str, node: str) -> None:
@@ -101,14 +102,16 @@ def test_leases_are_renewed(nodes_cluster):
 def test_scheduler_places_and_runs_a_pod(nodes_cluster):
     cluster = nodes_cluster
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scheduled", "namespace": "default"},
-           "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}]}}
+           "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
+                                    "resources": {"requests": {"cpu": "500m"}}}]}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
     cluster.kubectl("wait", "pod/scheduled", "-n", "default", "--for=condition=Ready", "--timeout=60s")
     got = cluster.kubectl_json("get", "pod", "scheduled", "-n", "default")
     assert got["spec"]["nodeName"]
     assert got["status"]["phase"] == "Running" and got["status"]["podIP"]
     huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "too-big", "namespace": "default"},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100000"}}}]}}
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
+                                     "resources": {"requests": {"cpu": "100000"}}}]}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(huge))
     cluster.kubectl("wait", "pod/too-big", "-n", "default", "--for=jsonpath={.status.conditions[0].reason}=Unschedulable",
                     "--timeout=60s")

@@ -85,7 +85,8 @@ def test_privileged_system_workloads_run_under_the_defaults(cluster):
           "spec": {"selector": {"matchLabels": {"app": "psa-driver"}}, "template": {
               "metadata": {"labels": {"app": "psa-driver"}},
               "spec": {"hostNetwork": True, "containers": [
-                  {"name": "driver", "image": "busybox", "securityContext": {"privileged": True}}]}}}}
+                  {"name": "driver", "image": "busybox", "command": ["sleep", "infinity"],
+                   "securityContext": {"privileged": True}}]}}}}
     made = cluster.kubectl("apply", "-f", "-", input=to_yaml([ds]))
     deadline = time.monotonic() + 60
     while not (ready := cluster.kubectl_json("get", "daemonset", "psa-driver", "-n", "kube-system")

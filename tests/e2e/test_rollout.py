@@ -27,7 +27,8 @@ def _deployment(name: str, image: str) -> dict:
                      "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"terminationGracePeriodSeconds": 1,
-                                           "containers": [{"name": "main", "image": image}]}}}}
+                                           "containers": [{"name": "main", "image": image,
+                                                           "command": ["sleep", "infinity"]}]}}}}
 
 
 def _rollout_done(cluster, name: str) -> str:

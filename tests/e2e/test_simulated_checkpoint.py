@@ -16,8 +16,9 @@ STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "tra
        "spec": {"serviceName": "trainer", "replicas": 1, "selector": {"matchLabels": {"app": "trainer"}},
                 "template": {"metadata": {"labels": {"app": "trainer"}}, "spec": {
                     "volumes": [{"name": "scratch", "emptyDir": {}}],
-                    "containers": [{"name": "train", "image": "busybox", "volumeMounts": [
-                        {"name": "ckpt", "mountPath": "/data"}, {"name": "scratch", "mountPath": "/scratch"}]}]}},
+                    "containers": [{"name": "train", "image": "busybox", "command": ["sleep", "infinity"],
+                                    "volumeMounts": [{"name": "ckpt", "mountPath": "/data"},
+                                                     {"name": "scratch", "mountPath": "/scratch"}]}]}},
                 "volumeClaimTemplates": [{"metadata": {"name": "ckpt"}, "spec": {
                     "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
 
@@ -64,7 +65,7 @@ def test_a_claim_or_nfs_volume_taken_read_only_refuses_writes(trainer):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "reader", "namespace": "default"}, "spec": {
         "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-trainer-0", "readOnly": True}},
                     {"name": "sets", "nfs": {"server": "nfs.example.com", "path": "/sets", "readOnly": True}}],
-        "containers": [{"name": "eval", "image": "busybox", "volumeMounts": [
+        "containers": [{"name": "eval", "image": "busybox", "command": ["sleep", "infinity"], "volumeMounts": [
             {"name": "ckpt", "mountPath": "/ckpt"}, {"name": "sets", "mountPath": "/sets"}]}]}}
     export = c.data_dir / "nfs" / "nfs.example.com" / "sets"
     c.kubectl("apply", "-f", "-", input=json.dumps(pod))

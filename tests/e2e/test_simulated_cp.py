@@ -21,9 +21,10 @@ KUBECTL_132 = shutil.which("kubectl")
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "files", "namespace": "default"}, "spec": {
     "volumes": [{"name": "shared", "emptyDir": {}}, {"name": "config", "configMap": {"name": "app"}}],
     "containers": [
-        {"name": "main", "image": "busybox",
+        {"name": "main", "image": "busybox", "command": ["sleep", "infinity"],
          "volumeMounts": [{"name": "shared", "mountPath": "/data"}, {"name": "config", "mountPath": "/etc/app"}]},
-        {"name": "side", "image": "busybox", "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]}]}}
+        {"name": "side", "image": "busybox", "command": ["sleep", "infinity"],
+         "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]}]}}
 
 
 @pytest.fixture(scope="module")

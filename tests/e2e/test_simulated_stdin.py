@@ -160,7 +160,7 @@ def test_attach_on_a_terminal_shows_the_shells_prompt_at_once(cluster):
 
 
 def _running_pod(cluster, name: str) -> None:
-    cluster.kubectl("run", name, "--image=busybox")
+    cluster.kubectl("run", name, "--image=busybox", "--", "sleep", "infinity")
     wait_for(lambda: cluster.kubectl_json("get", "pod", name)["status"].get("phase") == "Running", 60,
              f"{name} Running")
 
@@ -231,7 +231,8 @@ def test_debug_with_a_target_sees_its_process_and_exec_answers_id_and_uname(clus
     _running_pod(cluster, "ps-target")
     r = cluster.kubectl("debug", "-i", "ps-target", "--image=busybox", "--target=ps-target", "--container=ps",
                         "--", "sh", "-c", "ps; id", input="", check=False, timeout=60)
-    assert "    1 root      0:00 sh\n    7 root      0:00 sh -c ps; id\n   13 root      0:00 ps\n" in r.stdout, r.stderr
+    assert ("    1 root      0:00 sleep infinity\n    7 root      0:00 sh -c ps; id\n   13 root      0:00 ps\n"
+            in r.stdout), r.stderr
     assert "uid=0(root) gid=0(root) groups=0(root)\n" in r.stdout
     wait_for(lambda: "terminated" in _ephemeral(cluster, "ps-target", "ps").get("state", {}), 30, "ps terminated")
     assert cluster.kubectl("exec", "ps-target", "--", "uname", "-sr").stdout == "Linux 6.8.0-nanokube\n"

@@ -17,9 +17,11 @@ from tests.e2e.conftest import wait_for
 NS = "sets"
 
 TEMPLATE = {"metadata": {"labels": {"app": "x"}},
-            "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "busybox:1.36"}]}}
+            "spec": {"terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}
 JOB_TEMPLATE = {"spec": {"template": {"spec": {"restartPolicy": "OnFailure",
-                                               "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
+                                               "containers": [{"name": "c", "image": "busybox:1.36",
+                                                               "command": ["sleep", "infinity"]}]}}}}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +100,7 @@ spec:
   selector: {matchLabels: {app: yaml-ds}}
   template:
     metadata: {labels: {app: yaml-ds}}
-    spec: {containers: [{name: c, image: busybox:1.36}]}
+    spec: {containers: [{name: c, image: busybox:1.36, command: [sleep, infinity]}]}
 ---
 apiVersion: apps/v1
 kind: StatefulSet
@@ -109,7 +111,7 @@ spec:
   selector: {matchLabels: {app: yaml-sts}}
   template:
     metadata: {labels: {app: yaml-sts}}
-    spec: {containers: [{name: c, image: busybox:1.36}]}
+    spec: {containers: [{name: c, image: busybox:1.36, command: [sleep, infinity]}]}
 ---
 apiVersion: apps/v1
 kind: ControllerRevision
@@ -134,7 +136,7 @@ spec:
   replicas: 1
   template:
     metadata: {labels: {app: yaml-rc}}
-    spec: {containers: [{name: c, image: busybox:1.36}]}
+    spec: {containers: [{name: c, image: busybox:1.36, command: [sleep, infinity]}]}
 ---
 apiVersion: v1
 kind: PodTemplate
