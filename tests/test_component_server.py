@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from nanokube import component_server
 from nanokube.apiserver.healthz import Check
+from tests.component_port import component_port
 
 
 class AllowAll:
@@ -142,10 +143,7 @@ async def test_the_secure_port_answers_what_its_parser_or_a_token_refuses_as_gos
     traceback. The token is reviewed with U+FFFD for the byte, as Go encodes it; the parser's refusals
     are Go's plain `400 Bad Request`, or 431 for a line past MaxHeaderBytes (1 MiB, so a request line
     of 9,000 bytes is taken, where aiohttp's own limit is 8,190), logged at V(4)."""
-    import argparse
     import asyncio
-    import socket
-    import ssl
 
     class Reviews:
         def __init__(self):
@@ -156,23 +154,14 @@ async def test_the_secure_port_answers_what_its_parser_or_a_token_refuses_as_gos
             return {"status": {"authenticated": False}}
 
     api = Reviews()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = argparse.Namespace(secure_port=port, bind_address="127.0.0.1", tls_cert_file="", tls_private_key_file="")
-    app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list)
-    runner = await component_server.serve(args, app, "test")
-    insecure = ssl.create_default_context()
-    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    async with component_port(api) as (port, insecure):
+        async def ask(head: bytes) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=insecure)
+            writer.write(head + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = await reader.read()
+            writer.close()
+            return answer
 
-    async def ask(head: bytes) -> bytes:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=insecure)
-        writer.write(head + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
-        answer = await reader.read()
-        writer.close()
-        return answer
-
-    try:
         with caplog.at_level("DEBUG"):
             answer = await ask(b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer a\xe9b")
             assert answer.startswith(b"HTTP/1.1 401 ") and api.tokens == ["a\ufffdb"]
@@ -183,8 +172,6 @@ async def test_the_secure_port_answers_what_its_parser_or_a_token_refuses_as_gos
             answer = await ask(b"GET /he\x01lthz HTTP/1.1")
             assert answer.startswith(b"HTTP/1.0 400 ") and answer.endswith(b"\r\n\r\n400 Bad Request")
         assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
-    finally:
-        await runner.cleanup()
 
 
 class Refusing:

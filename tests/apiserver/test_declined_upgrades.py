@@ -3,19 +3,16 @@
 body came after its answer, or a request pipelined behind a refused exec, left the client's next
 request on that connection unanswered for good, on the API server and on a component's secure port."""
 
-import argparse
 import asyncio
-import socket
 import ssl
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from nanokube import component_server
 from nanokube.apiserver.app import APIServer
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
+from tests.component_port import component_port
 
 #: the heads of a refused upgrade: a PATCH without a Content-Type (415) whose one-byte body is sent after
 #: its answer has come, and an exec of a pod that does not exist (404) with the next request right behind it
@@ -55,19 +52,7 @@ async def test_an_api_request_refused_an_upgrade_closes_its_connection(tmp_path,
 
 
 async def test_a_component_port_refusing_an_upgrade_closes_its_connection():
-    class Anonymous:
-        async def request(self, method, path, body=None, **kw):
-            return {"status": {"allowed": True}}
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    args = argparse.Namespace(secure_port=port, bind_address="127.0.0.1", tls_cert_file="", tls_private_key_file="")
-    app = component_server.app(component_server.DelegatedAuth(Anonymous()), CollectorRegistry(), {}, list)
-    runner = await component_server.serve(args, app, "test")
-    insecure = ssl.create_default_context()
-    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
-    try:
+    async with component_port() as (port, insecure):
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=insecure)
         writer.write(b"PATCH /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
                      b"Content-Length: 1\r\n\r\n")
@@ -75,7 +60,5 @@ async def test_a_component_port_refusing_an_upgrade_closes_its_connection():
         writer.write(b"xGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         rest = await asyncio.wait_for(reader.read(), 10)
         writer.close()
-    finally:
-        await runner.cleanup()
     assert head.startswith(b"HTTP/1.1 405 ") and b"\r\nConnection: close\r\n" in head, head
     assert b"HTTP/1.1" not in rest

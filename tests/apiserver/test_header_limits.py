@@ -2,20 +2,17 @@
 (machinery/headlimit.py): past 1 MiB and 4 KiB a 431, on the API server and a component's secure port,
 however many lines; below it any number of headers is served (aiohttp refused more than 128)."""
 
-import argparse
 import asyncio
-import socket
 import ssl
 
 import orjson
-from prometheus_client import CollectorRegistry
 
-from nanokube import component_server
 from nanokube.apiserver.app import APIServer
 from nanokube.machinery.headlimit import READ_LIMIT
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
+from tests.component_port import component_port
 
 #: 64 lines of 17 KiB: each far below a line's limit, together past READ_LIMIT
 WIDE = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"v" * (17 << 10)) for i in range(64))
@@ -49,22 +46,8 @@ async def test_the_api_servers_headers_are_bounded_in_all_not_in_number(tmp_path
 
 
 async def test_a_component_ports_headers_are_bounded_in_all_not_in_number():
-    class AllowAll:
-        async def request(self, method, path, body=None, **kw):
-            return {"status": {"allowed": True}}
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    args = argparse.Namespace(secure_port=port, bind_address="127.0.0.1", tls_cert_file="", tls_private_key_file="")
-    app = component_server.app(component_server.DelegatedAuth(AllowAll()), CollectorRegistry(), {}, list)
-    runner = await component_server.serve(args, app, "test")
-    insecure = ssl.create_default_context()
-    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
-    try:
+    async with component_port() as (port, insecure):
         wide = await _ask(port, insecure, b"/healthz", WIDE)
         many = await _ask(port, insecure, b"/healthz", MANY)
-    finally:
-        await runner.cleanup()
     assert wide.startswith(b"HTTP/1.0 431 ") and wide.endswith(b"\r\n\r\n431 Request Header Fields Too Large"), wide[:300]
     assert many.startswith(b"HTTP/1.1 200 ") and many.endswith(b"ok"), many[:300]
