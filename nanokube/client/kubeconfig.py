@@ -60,8 +60,8 @@ def paths(explicit: str | None = None, env: Mapping[str, str] = os.environ) -> l
 
 _EXTENSIONS = [Struct("v1.NamedExtension", {"name": str, "extension": ANY})]
 #: a kubeconfig as client-go's clientcmd.Load decodes it: leniently (unknown fields and repeated keys
-#: pass), a file without apiVersion or kind taken as v1 Config; client-go's v1 structs
-FILE = Kind("v1", "Config", "tools/clientcmd/api/latest/latest.go:50", Struct("v1.Config", {
+#: pass), a file without apiVersion or kind taken as v1 Config; client-go's v1 structs; the scheme named as kubectl 1.37 names it
+FILE = Kind("v1", "Config", "k8s.io/client-go/tools/clientcmd/api/latest/latest.go:50", Struct("v1.Config", {
     "apiVersion": str, "kind": str, "current-context": str, "extensions": _EXTENSIONS,
     "preferences": Struct("v1.Preferences", {"colors": bool, "extensions": _EXTENSIONS}),
     "clusters": [Struct("v1.NamedCluster", {"name": str, "cluster": Struct("v1.Cluster", {

@@ -70,7 +70,7 @@ def test_errors_name_the_files_read(tmp_path):
     ("users:\n- name: u\n  user: {as-groups: admins}\n",
      "json: cannot unmarshal string into Go struct field AuthInfo.users.user.as-groups of type []string"),
     ("apiVersion: v1\nkind: KubeConfig\n",
-     'no kind "KubeConfig" is registered for version "v1" in scheme "tools/clientcmd/api/latest/latest.go:50"'),
+     'no kind "KubeConfig" is registered for version "v1" in scheme "k8s.io/client-go/tools/clientcmd/api/latest/latest.go:50"'),
     ("clusters: [\n", "error converting YAML to JSON: yaml: line 1: did not find expected node content"),
 ])
 def test_a_file_that_does_not_decode_is_refused_in_kubectls_words(tmp_path, text, said):

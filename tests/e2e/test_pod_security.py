@@ -147,7 +147,7 @@ PS = 'couldn\'t init admission plugin "PodSecurity": '
      '"apiserver.config.k8s.io/v2" in scheme "pkg/runtime/scheme.go:100"'),
     (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1beta2\n"),
      PS + 'no kind "PodSecurityConfiguration" is registered for version "pod-security.admission.config.k8s.io/v1beta2" '
-     'in scheme "admission/api/scheme/scheme.go:29"'),
+     'in scheme "k8s.io/pod-security-admission/admission/api/scheme/scheme.go:29"'),
     # v1alpha1 is still decoded in 1.37 (its own package named by the decoder)
     (CONFIG, POD_SECURITY.replace("config.k8s.io/v1\n", "config.k8s.io/v1alpha1\n").replace("  enforce: privileged", "- enforce"),
      PS + "json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "

@@ -125,7 +125,7 @@ def _aggregate(errs: list[FieldError]) -> str:
 #: package of each version's name), as pod-security-admission's strict codec decodes them
 CONFIG_VERSIONS = tuple(f"pod-security.admission.config.k8s.io/{v}" for v in ("v1", "v1beta1", "v1alpha1"))
 CONFIG_FILE = Kind(CONFIG_VERSIONS, "PodSecurityConfiguration",
-                   "admission/api/scheme/scheme.go:29", lambda v: Struct(
+                   "k8s.io/pod-security-admission/admission/api/scheme/scheme.go:29", lambda v: Struct(
                        f"{v}.PodSecurityConfiguration", {
                            "apiVersion": str, "kind": str,
                            "defaults": Struct(f"{v}.PodSecurityDefaults", {m + s: str for m in MODES for s in ("", "-version")}),
