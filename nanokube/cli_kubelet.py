@@ -40,6 +40,7 @@ from . import component_cli, component_server, zpages
 from .apiserver.healthz import PING
 from .client import kubeconfig
 from .client.http import HTTPClient
+from .machinery import goserver
 from .machinery.hostport import join_host_port
 from .machinery.version import user_agent
 
@@ -463,7 +464,7 @@ async def _plain_ports(args: argparse.Namespace, kubelet) -> list:
             continue
         app = web.Application()
         app.router.add_route("GET", *route)
-        runner = web.AppRunner(app, access_log=None)
+        runner = goserver.bounded_runner(app)
         await runner.setup()
         try:
             await web.TCPSite(runner, address, port).start()

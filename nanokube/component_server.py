@@ -19,18 +19,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from http import HTTPStatus
 
 from aiohttp import ClientError, web
-from aiohttp.http_exceptions import LineTooLong
-from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .client import metrics as client_metrics
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
-from .machinery import errors, featuregates, headlimit, keepalive
+from .machinery import errors, featuregates, goserver
 from .machinery.responses import error_response
 from .machinery.user import User, bearer_token
 from .pki.ca import issue, new_ca
@@ -227,63 +224,6 @@ def _self_signed(directory: str) -> tuple[str, str]:
     return cert, key
 
 
-#: the request line and header size limit (Go's http.DefaultMaxHeaderBytes, which the components keep)
-MAX_HEADER_BYTES = 1 << 20
-
-
-class _Quiet(headlimit.HeadLimit):
-    """A connection whose requests the parser refuses (a line past MAX_HEADER_BYTES, headers past
-    headlimit's READ_LIMIT, a URL or method
-    that does not parse: the client's doing) are answered as Go's net/http answers them, `400 Bad
-    Request` or `431 Request Header Fields Too Large` in plain text, and logged at V(4), where
-    aiohttp logs an ERROR with a traceback (any client could fill the log with them)."""
-
-    def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
-        if status >= 500:
-            return super().handle_error(request, status, exc, message)
-        log.debug("bad request from %s: %s", request.remote, exc)
-        if request.writer.output_size > 0:
-            raise ConnectionError("a response was sent already")
-        if isinstance(exc, LineTooLong):
-            status = 431
-        resp = web.Response(status=status, text=f"{status} {HTTPStatus(status).phrase}", charset="utf-8")
-        resp.force_close()
-        return resp
-
-
-class _QuietServer(web.Server):
-    """A web.Server whose connections are _Quiet, made with `handler_args` (the RequestHandler's
-    keyword arguments, which web.Server keeps only in a private attribute)."""
-
-    def __init__(self, handler, *, handler_args: dict, **kwargs) -> None:
-        super().__init__(handler, **kwargs, **handler_args)
-        self.handler_args = handler_args
-
-    def __call__(self) -> RequestHandler:
-        return _Quiet(self, loop=asyncio.get_running_loop(), **self.handler_args)
-
-
-class _Runner(web.AppRunner):
-    """An AppRunner serving through a _QuietServer. aiohttp (pinned at 3.14.5) has no public way to
-    choose the RequestHandler class: this overrides BaseRunner._make_server, the factory its own
-    runners implement, and takes the app's handler, request factory and cancellation from the
-    server it makes, all public attributes (its requests made as keepalive.Request); test_component_server's
-    test_the_aiohttp_hooks_the_quiet_handler_relies_on_are_there fails by name on an aiohttp that
-    changes them."""
-
-    def __init__(self, app: web.Application, **handler_args) -> None:
-        super().__init__(app, **handler_args)
-        self.handler_args = handler_args
-
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        factory = server.request_factory
-        return _QuietServer(server.request_handler,
-                            request_factory=lambda *args: factory(*args, _cls=keepalive.Request),
-                            handler_cancellation=server.handler_cancellation, handler_args=self.handler_args)
-
-
 def tls_context(cert_file: str, key_file: str, client_ca: bytes = b"", self_signed: bool = True) -> ssl.SSLContext:
     """The serving certificate's context; with `client_ca`, a client certificate it signed is
     asked for and verified (--client-ca-file), a request without one left to other credentials.
@@ -349,8 +289,7 @@ async def serve(args, application: web.Application, name: str, client_ca: bytes 
     serves nothing, as upstream."""
     if args.secure_port == 0:
         return None
-    runner = _Runner(application, access_log=None, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES,
-                     max_headers=headlimit.MAX_HEADERS)
+    runner = goserver.bounded_runner(application)
     await runner.setup()
     site = web.TCPSite(runner, args.bind_address, args.secure_port,
                        ssl_context=tls or tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))

@@ -6,6 +6,8 @@ from prometheus_client import CollectorRegistry, Counter
 
 from nanokube import component_server
 from nanokube.apiserver.healthz import Check
+from nanokube.machinery import goserver
+from nanokube.machinery.headlimit import MAX_HEADER_BYTES
 from tests.component_port import component_port
 
 
@@ -239,7 +241,7 @@ async def test_the_aiohttp_hooks_the_quiet_handler_relies_on_are_there():
     Go's answers to what the parser refuses need (the test above): component_server's _Runner
     overrides BaseRunner._make_server and reads the server's request_handler, request_factory and
     handler_cancellation, its _QuietServer is the protocol factory (Server.__call__) and its _Quiet
-    overrides RequestHandler.handle_error. An upgrade that renames or reshapes any of them fails
+    overrides RequestHandler.handle_error (machinery/goserver.py). An upgrade that renames or reshapes any of them fails
     here by name, not as aiohttp's own tracebacks and 400s back on the secure ports."""
     import inspect
 
@@ -251,11 +253,11 @@ async def test_the_aiohttp_hooks_the_quiet_handler_relies_on_are_there():
         "self", "request", "status", "exc", "message"], "RequestHandler.handle_error changed shape"
     assert {"request_factory", "handler_cancellation", "loop"} <= set(inspect.signature(web.Server.__init__).parameters)
     app = component_server.app(component_server.DelegatedAuth(AllowAll()), CollectorRegistry(), {}, list)
-    runner = component_server._Runner(app, access_log=None, max_line_size=component_server.MAX_HEADER_BYTES)
+    runner = goserver._Runner(app, access_log=None, max_line_size=MAX_HEADER_BYTES)
     await runner.setup()
     try:
-        assert type(runner.server) is component_server._QuietServer
-        assert runner.server.handler_args == {"access_log": None, "max_line_size": component_server.MAX_HEADER_BYTES}
-        assert type(runner.server()) is component_server._Quiet  # what a TCPSite's connections are made by
+        assert type(runner.server) is goserver._QuietServer
+        assert runner.server.handler_args == {"access_log": None, "max_line_size": MAX_HEADER_BYTES}
+        assert type(runner.server()) is goserver._Quiet  # what a TCPSite's connections are made by
     finally:
         await runner.cleanup()

@@ -11,6 +11,7 @@ import socket
 from aiohttp import web
 from multidict import CIMultiDict
 from ..machinery import featuregates
+from ..machinery.goserver import bounded_runner
 from ..metrics.process import PROCESS
 from ..metrics.exposition import gzip_preferred, gzipped, render, scrape_headers
 from .health import ProxyHealth
@@ -73,7 +74,7 @@ class Servers:
     async def serve(self, app: web.Application, where: str | socket.socket) -> None:
         if not where:
             return
-        runner = web.AppRunner(app, access_log=None)
+        runner = bounded_runner(app)
         await runner.setup()
         self._runners.append(runner)
         if isinstance(where, socket.socket):

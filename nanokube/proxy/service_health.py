@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from ..machinery.goserver import bounded_runner
 from .health import ProxyHealth
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class ServiceHealthServer:
 
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", handle)
-        runner = web.AppRunner(app, access_log=None)
+        runner = bounded_runner(app)
         try:
             await runner.setup()
             await web.SockSite(runner, sock).start()
