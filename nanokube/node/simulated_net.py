@@ -23,8 +23,9 @@ not found.
   EndpointSlice resolved the targetPort (a named one too) to, among those the endpoints' topology
   hints leave to the pod's node and its zone label (machinery/topology, kube-proxy's filter); with no
   endpoint, or to a port the Service does not have, it is refused (the nftables proxy's reject). A pod IP answers as
-  port-forward and pods/proxy do (`listening`, `answer`): any port while a container runs, but a
-  port only containers not running declare, which refuses. Any other address (the internet, a
+  port-forward and pods/proxy do (`listening`, `answer`): where its running containers' programs
+  are known, the ports they listen on (`listened`: a server a command starts, a well-known server
+  image's own: nginx's 80), else any port but one only containers not running declare, which refuses. Any other address (the internet, a
   node) is unreachable: the simulation gives a pod no real network. The runtime is the whole
   cluster's (`nanokube up --runtime`), so every pod reached is a simulated one; the process
   runtime's pods have real network namespaces, kube-proxy, tools and DNS server, and none of this.
@@ -157,12 +158,22 @@ def _listened(argv: tuple[str, ...], ports: frozenset[int]) -> frozenset[int] | 
     return ports if argv and interprets(list(argv)) else None
 
 
+#: the TCP ports the server a well-known image runs by default (no command given) listens on, by repository
+SERVING = {"nginx": (80,), "nginxinc/nginx-unprivileged": (8080,), "httpd": (80,), "caddy": (80, 443, 2019),
+           "redis": (6379,), "postgres": (5432,), "mysql": (3306, 33060), "mariadb": (3306,), "mongo": (27017,),
+           "memcached": (11211,), "registry": (5000,)}
+
+
 def listened(c: dict) -> frozenset[int] | None:
     """The TCP ports container `c`'s program listens on, where that is known: those of the servers
     its command starts (`_servers`); for a command the simulation interprets (a shell script,
     `sleep`: none of them listens) its declared containerPorts, which stay open as a long-running
-    image's would; None for another program (the image's own, `python train.py`): any port may."""
+    image's would; for a well-known server image's own program (`SERVING`: nginx), its port and
+    the declared ones (a server configured to listen there: nginx on a declared 8080); None for
+    another program (an application image's own, `python train.py`): any port may."""
     ports = frozenset(p.get("containerPort") for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP")
+    if not c.get("command") and (served := SERVING.get(repository(c.get("image") or ""))):
+        return frozenset(served) | ports
     return _listened(tuple((c.get("command") or []) + (c.get("args") or [])) if c.get("command") else (), ports)
 
 

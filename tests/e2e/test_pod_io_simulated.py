@@ -145,6 +145,38 @@ def test_port_forward_to_a_port_only_a_finished_init_container_declares_is_refus
         c.kubectl("delete", "pod", "gated", "--wait=false")
 
 
+def test_port_forward_to_nginx_reaches_its_port_80_and_is_refused_elsewhere(c):
+    """nginx's own server listens on 80 alone: forwarded there, it answers; forwarded to 8081, the
+    local connection is accepted and closed, and kubectl prints the kubelet's error and exits."""
+    web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nginx-web", "namespace": "default"},
+           "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(web))
+    wait_for(lambda: c.kubectl_json("get", "pod", "nginx-web")["status"].get("phase") == "Running", 60, "nginx running")
+    p, local = port_forward(c, "nginx-web", 80)
+    try:
+        assert http_get(f"http://127.0.0.1:{local}/") == "nanokube simulated pod default/nginx-web port 80\n"
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+    p, local = port_forward(c, "nginx-web", 8081)
+    try:
+        with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            try:
+                got = sock.recv(100)
+            except ConnectionResetError:
+                got = b""
+            assert got == b""
+        assert p.wait(timeout=20) == 1
+        err = p.stderr.read().replace('\\"', '"')
+        assert re.search(r"error forwarding port 8081 to pod [0-9a-f]{64}, uid : .*dial tcp4 127\.0\.0\.1:8081: "
+                         r"connect: connection refused", err), err
+    finally:
+        if p.poll() is None:
+            p.kill()
+        c.kubectl("delete", "pod", "nginx-web", "--wait=false")
+
+
 def test_top_follows_the_usage_model(c):
     pods = c.kubectl("top", "pod", "trainer", "--no-headers").stdout.split()
     assert pods[1:] == ["1000m", "2048Mi"], "half of the requests"

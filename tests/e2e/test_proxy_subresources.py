@@ -61,15 +61,16 @@ def test_kubectl_proxy_serves_the_service_path(c):
 
 
 def test_errors_as_kubectl_prints_them(c):
-    """A port the pod does not declare answers (whatever listens there would); one only its
-    finished init container declares is closed."""
+    """nginx's own port answers though the pod does not declare it; one nothing listens on is
+    closed, as is one only its finished init container declares."""
     ip = c.kubectl_json("get", "pod", "web")["status"]["podIP"]
-    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/web:9000/proxy/")
-    assert r.stdout == "nanokube simulated pod default/web port 9000\n"
-    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/web:9999/proxy/", check=False)
-    assert r.returncode == 1
-    assert (f"Error from server (ServiceUnavailable): error trying to reach service: dial tcp {ip}:9999: "
-            "connect: connection refused") in r.stderr
+    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/web:80/proxy/")
+    assert r.stdout == "nanokube simulated pod default/web port 80\n"
+    for port in (9000, 9999):
+        r = c.kubectl("get", "--raw", f"/api/v1/namespaces/default/pods/web:{port}/proxy/", check=False)
+        assert r.returncode == 1
+        assert (f"Error from server (ServiceUnavailable): error trying to reach service: dial tcp {ip}:{port}: "
+                "connect: connection refused") in r.stderr
     r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/services/web:nope/proxy/", check=False)
     assert 'Error from server (ServiceUnavailable): no endpoints available for service "web:nope"' in r.stderr
     r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/services/gone/proxy/", check=False)

@@ -164,6 +164,26 @@ async def test_port_forward_reaches_only_the_ports_a_known_program_listens_on():
         io.stop()
 
 
+async def test_port_forward_reaches_only_a_well_known_server_images_own_port_and_the_declared_ones():
+    """nginx's own program listens on 80 (declared or not) and on a port the pod declares (a
+    server configured to); another port is refused. Given a command, it is that command's."""
+    for ports, open_, closed in (((), (80,), (8080, 9000)), ((8080,), (80, 8080), (9000,))):
+        io = SimulatedIO(worker(ports=ports, image="nginx:1.27"))
+        io.started({"main": "nginx:1.27"})
+        for port in open_:
+            reader, writer = await io.port_forward(port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await reader.read()).endswith(f"port {port}\n".encode())
+        for port in closed:
+            with pytest.raises(StreamFailed, match=f"dial tcp4 127.0.0.1:{port}: connect: connection refused"):
+                await io.port_forward(port)
+        io.stop()
+    io = SimulatedIO(worker(image="nginx", command=["python3", "-m", "http.server", "9000"]))
+    io.started({"main": "nginx"})
+    assert (io.listens(9000), io.listens(80)) == (True, False)
+    io.stop()
+
+
 async def test_port_forward_reaches_any_port_but_one_only_stopped_containers_declare():
     """What listens in a container running an image's own program is not known: a declared port
     and an undeclared one answer alike, as httpGet hooks find them; a finished init container's port is closed, and every port
