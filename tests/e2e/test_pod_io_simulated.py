@@ -99,6 +99,17 @@ def port_forward(c, pod: str, port: int) -> tuple[subprocess.Popen, int]:
     return p, int(re.search(rf"127\.0\.0\.1:(\d+) -> {port}", p.stdout.readline()).group(1))
 
 
+def forwarded_reply(local: int) -> bytes:
+    """What a request sent to kubectl port-forward's `local` port gets back first: b"" where the
+    connection is closed (or reset: kubectl closed it with the request unread)."""
+    with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        try:
+            return sock.recv(100)
+        except ConnectionResetError:
+            return b""
+
+
 def test_port_forward_reaches_any_port_a_container_may_listen_on(c):
     """Declared or not, a port of the running pod answers (what listens is not known, as for its
     httpGet hooks); a TLS client gets a plain-HTTP server's 400 and fails its handshake."""
@@ -125,13 +136,7 @@ def test_port_forward_to_a_port_only_a_finished_init_container_declares_is_refus
     wait_for(lambda: c.kubectl_json("get", "pod", "gated")["status"].get("phase") == "Running", 60, "gated running")
     p, local = port_forward(c, "gated", 7000)
     try:
-        with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
-            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            try:
-                got = sock.recv(100)
-            except ConnectionResetError:  # kubectl closed the connection with our request unread: a reset
-                got = b""
-            assert got == b"", "nothing reaches the client from a closed port"
+        assert forwarded_reply(local) == b"", "nothing reaches the client from a closed port"
         assert p.wait(timeout=20) == 1
         err = p.stderr.read().replace('\\"', '"')  # (klog quotes the error)
         # the CRI streaming server's words: the pod named by its sandbox's ID, the uid left empty
@@ -160,13 +165,7 @@ def test_port_forward_to_nginx_reaches_its_port_80_and_is_refused_elsewhere(c):
         p.wait(timeout=10)
     p, local = port_forward(c, "nginx-web", 8081)
     try:
-        with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
-            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            try:
-                got = sock.recv(100)
-            except ConnectionResetError:
-                got = b""
-            assert got == b""
+        assert forwarded_reply(local) == b""
         assert p.wait(timeout=20) == 1
         err = p.stderr.read().replace('\\"', '"')
         assert re.search(r"error forwarding port 8081 to pod [0-9a-f]{64}, uid : .*dial tcp4 127\.0\.0\.1:8081: "
