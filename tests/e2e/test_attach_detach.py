@@ -53,6 +53,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    command: [sleep, infinity]
     volumeMounts: [{{name: data, mountPath: /data}}]
   volumes:
   - name: data
@@ -118,7 +119,7 @@ kind: Pod
 metadata: {{name: ebs-{i}}}
 spec:
   terminationGracePeriodSeconds: 0
-  containers: [{{name: main, image: busybox}}]
+  containers: [{{name: main, image: busybox, command: [sleep, infinity]}}]
   volumes: [{{name: data, persistentVolumeClaim: {{claimName: ebs-{i}}}}}]
 """
 

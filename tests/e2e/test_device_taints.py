@@ -37,7 +37,8 @@ def gpu_pod(c, name: str, tolerations: list | None = None) -> tuple[str, str]:
     c.kubectl("create", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "finalizers": [HOLD]},
         "spec": {"terminationGracePeriodSeconds": 1, "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-                 "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "gpu"}]}}]}}))
+                 "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
     wait_for(lambda: c.kubectl_json("get", "pod", name)["status"].get("phase") == "Running")
     [result] = c.kubectl_json("get", "resourceclaim", name)["status"]["allocation"]["devices"]["results"]
     return result["pool"], result["device"]

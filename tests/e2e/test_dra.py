@@ -33,7 +33,8 @@ def test_pod_with_claim_lands_on_the_node_with_the_device(cluster):
              "deviceClassName": "e2e-accel", "selectors": [{"cel": {"expression": f"device.attributes['{DRIVER}'].model == 'a1'"}}]}}]}}},
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "e2e-accel", "namespace": "default"},
          "spec": {"resourceClaims": [{"name": "accel", "resourceClaimName": "e2e-accel"}],
-                  "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "accel"}]}}]}},
+                  "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                                  "resources": {"claims": [{"name": "accel"}]}}]}},
     ]
     for obj in objects:
         cluster.kubectl("create", "-f", "-", input=json.dumps(obj))

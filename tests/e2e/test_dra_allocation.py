@@ -68,7 +68,8 @@ def claim_pod(c, requests: list[dict], constraints: list | None = None, node: st
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": namespace},
         "spec": {"devices": devices}}))
     spec: dict = {"terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "dev", "resourceClaimName": name}],
-                  "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "dev"}]}}]}
+                  "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                                  "resources": {"claims": [{"name": "dev"}]}}]}
     if node:
         spec["nodeSelector"] = {HOST: node}
     c.kubectl("create", "-f", "-", input=json.dumps({

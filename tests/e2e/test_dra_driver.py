@@ -46,7 +46,7 @@ def test_hand_allocated_claim_runs_the_pod_and_carries_network_data(cluster):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "e2e-trainer", "namespace": "default"},
            "spec": {"nodeName": "gpu-1", "schedulerName": "manual-binding", "terminationGracePeriodSeconds": 1,
                     "resourceClaims": [{"name": "acc", "resourceClaimName": "e2e-train"}],
-                    "containers": [{"name": "main", "image": "busybox:1.36",
+                    "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
                                     "resources": {"claims": [{"name": "acc"}]}}]}}
     created = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(pod)).stdout)
     wait_for(lambda: any(e["reason"] == "FailedPrepareDynamicResources"

@@ -22,7 +22,8 @@ def pod(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "labels": {"app": "echo"}},
             "spec": {"terminationGracePeriodSeconds": 0, "containers": [
-                {"name": "main", "image": "busybox:1.36", "ports": [{"name": "http", "containerPort": 8080}]}]}}
+                {"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                 "ports": [{"name": "http", "containerPort": 8080}]}]}}
 
 
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": "default"},

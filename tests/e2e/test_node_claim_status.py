@@ -18,7 +18,8 @@ def _claim(name: str) -> dict:
 
 def _pod(name: str, node: str, claim: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}],
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}],
                      "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}
 
 

@@ -104,7 +104,7 @@ def pod(name: str, signer: str, key_type: str, **extra) -> dict:
             "keyPath": "tls.key", "certificateChainPath": "tls.crt", **extra}
     bundle = {"signerName": signer, "labelSelector": {}, "path": "ca.pem"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
-        "containers": [{"name": "app", "image": "busybox"}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}],
         "volumes": [{"name": "identity", "projected": {"sources": [{"podCertificate": cert},
                                                                    {"clusterTrustBundle": bundle}]}}]}}
 

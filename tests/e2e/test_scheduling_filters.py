@@ -41,7 +41,8 @@ def create(c, obj: dict) -> None:
 
 
 def pod(name: str, labels: dict | None = None, cpu: str = "100m", memory: str = "64Mi", **spec) -> dict:
-    container = {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    container = {"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}
     container.update(spec.pop("container", {}))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
             "spec": {"terminationGracePeriodSeconds": 0, "containers": [container], **spec}}

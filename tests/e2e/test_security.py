@@ -190,7 +190,8 @@ def _call(cluster, creds, method: str, path: str, body: dict | None = None) -> t
 
 def _bound_pod(name: str, node: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}]}}
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}]}}
 
 
 def test_node_credentials_reach_only_their_own_pods(cluster, gpu0):

@@ -24,7 +24,7 @@ NS = "sa-e2e"
 
 def _pod(name: str, **spec) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "app", "image": "busybox"}], **spec}}
+            "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "infinity"]}], **spec}}
 
 
 def _whoami(cluster, token: str) -> str:

@@ -42,6 +42,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    command: [sleep, infinity]
     volumeMounts: [{{name: data, mountPath: /data}}]
   volumes:
   - name: data

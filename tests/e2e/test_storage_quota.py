@@ -35,6 +35,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    command: [sleep, infinity]
     volumeMounts: [{{name: data, mountPath: /data}}]
   volumes:
   - name: data
@@ -187,7 +188,8 @@ def test_a_gpu_pod_under_a_quota_of_one_runs_its_claim_charged_once(cluster):
              "quota status")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "one-gpu"},
            "spec": {"terminationGracePeriodSeconds": 0, "containers": [
-               {"name": "main", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+               {"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
     c.kubectl("create", "-f", "-", input=json.dumps(pod))
     wait_for(lambda: c.kubectl_json("get", "pod", "train", "-n", "one-gpu")["status"].get("phase") == "Running", 60,
              "train running")
@@ -225,7 +227,8 @@ def test_runtime_class_admission(cluster):
     assert c.kubectl("get", "runtimeclass", "sandboxed", "--no-headers").stdout.split()[:2] == ["sandboxed", "runsc"]
     core = client.CoreV1Api(c.client())
     pod = {"metadata": {"name": "sandboxed"}, "spec": {"runtimeClassName": "sandboxed",
-                                                       "containers": [{"name": "c", "image": "busybox"}]}}
+                                                       "containers": [{"name": "c", "image": "busybox",
+                                                                       "command": ["sleep", "infinity"]}]}}
     assert core.create_namespaced_pod("default", pod).spec.overhead == {"cpu": "100m", "memory": "20Mi"}
     with pytest.raises(ApiException) as e:
         core.create_namespaced_pod("default", {**pod, "metadata": {"name": "x"},

@@ -72,7 +72,7 @@ def test_tampered_and_expired_tokens_are_unauthorized(cluster):
 
 def test_token_bound_to_a_deleted_pod_is_unauthorized(cluster):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holder", "namespace": "default"},
-           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+           "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"]}]}}
     cluster.kubectl("apply", "-f", "-", input=to_yaml([pod]))
     token = _token(cluster, "--bound-object-kind", "Pod", "--bound-object-name", "holder")
     code, _ = _get(cluster, "/api/v1/namespaces/default/pods/holder", token)

@@ -50,6 +50,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    command: [sleep, infinity]
     volumeMounts: [{name: data, mountPath: /data}, {name: scratch, mountPath: /scratch}]
   volumes:
   - {name: data, persistentVolumeClaim: {claimName: ckpt}}
