@@ -14,9 +14,10 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping
 
-from ..machinery import errors, goduration, gotime
+from ..machinery import errors, featuregates, goduration, gotime
 from ..machinery import validation as v
 from ..machinery.queryparams import integer
+from ..machinery.streaming import log_stream_errors
 from . import structural
 
 _PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
@@ -77,7 +78,8 @@ def pod_log_options(query: Mapping[str, str], name: str) -> dict[str, str]:
     PodLogOptions in its fields' order (a number or time that does not convert is a 400 in
     strconv's or time.Parse's words; a bool is false only as "0" or "false", any case), then
     ValidatePodLogOptions, every error at once (tailLines, limitBytes, then sinceSeconds or both
-    since options), a 422 on PodLogOptions named after the pod. Returns the query LogLocation
+    since options, then stream: forbidden while PodLogsQuerySplitStreams is off, else defaulted to
+    All and checked), a 422 on PodLogOptions named after the pod. Returns the query LogLocation
     hands the kubelet: true bools as "true", numbers as they parsed, sinceTime in RFC 3339; and
     insecureSkipTLSVerifyBackend, which the kubelet client takes out (its dial's, not the kubelet's)."""
     flags = {k: k in query and query[k] != "0" and query[k].lower() != "false"
@@ -101,11 +103,17 @@ def pod_log_options(query: Mapping[str, str], name: str) -> dict[str, str]:
         errs.append(v.forbidden("[]", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
     elif since_seconds is not None and since_seconds < 1:
         errs.append(v.invalid("sinceSeconds", since_seconds, "must be greater than 0"))
+    stream = query.get("stream")
+    if featuregates.enabled("PodLogsQuerySplitStreams"):
+        stream = "All" if stream is None else stream  # SetDefaults_PodLogOptions
+        errs.extend(log_stream_errors(stream, tail_lines))
+    elif stream is not None:
+        errs.append(v.forbidden("stream", "may not be specified"))
     if errs:
         raise errors.invalid("", "PodLogOptions", name, errs)
     out = {k: "true" for k, on in flags.items() if on}
     for key, value in (("sinceSeconds", since_seconds), ("sinceTime", since_time), ("tailLines", tail_lines),
-                       ("limitBytes", limit_bytes)):
+                       ("limitBytes", limit_bytes), ("stream", stream)):
         if value is not None:
             out[key] = str(value)
     return out

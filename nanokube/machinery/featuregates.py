@@ -72,6 +72,8 @@ KNOWN: dict[str, Spec] = {
     "EnvFiles": _BETA_ON,
     "InPlacePodLevelResourcesVerticalScaling": _BETA_ON,
     "ClearingNominatedNodeNameAfterBinding": _BETA_ON,
+    # pods/log: one stream of a container's output (KEP-3288, alpha since 1.32)
+    "PodLogsQuerySplitStreams": _ALPHA_OFF,
     # encryption at rest: deleting what no provider reads (KEP-3926, beta in 1.37); KMS v1 plugins (deprecated
     # since 1.28, off since 1.29)
     "AllowUnsafeMalformedObjectDeletion": _BETA_ON,
@@ -90,13 +92,15 @@ NOT_IMPLEMENTED = frozenset({"DRADerivedAttributes", "DRADeviceCompatibilityGrou
 #: to show (composite groups, Workloads from Jobs, DRA's list attributes and pool status), as a kind
 #: cluster's featureGates would
 NANOKUBE_DEFAULTS: dict[str, bool] = {name: True for name, spec in KNOWN.items()
-                                      if spec.stage == ALPHA and name not in NOT_IMPLEMENTED and name != ALL_ALPHA}
+                                      if spec.stage == ALPHA and name not in NOT_IMPLEMENTED and name != ALL_ALPHA
+                                      and name != "PodLogsQuerySplitStreams"}  # not one of those: upstream's off
 
 #: the gates whose off switch changes what nanokube does (fields dropped, a component's part off);
 #: every other gate is only accepted and reported
 HONOURED = frozenset({"GenericWorkload", "CompositePodGroup", "WorkloadWithJob", "DRADeviceBindingConditions",
                       "DRAResourcePoolStatus", "DRAWorkloadResourceClaims", "HPAScaleToZero",
-                      "TopologyAwareWorkloadScheduling", "AllowUnsafeMalformedObjectDeletion"})
+                      "TopologyAwareWorkloadScheduling", "AllowUnsafeMalformedObjectDeletion",
+                      "PodLogsQuerySplitStreams"})
 
 
 def parse(value: str) -> dict[str, bool]:

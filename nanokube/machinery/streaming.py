@@ -14,6 +14,8 @@ from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from . import validation
+
 STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
 #: v5.channel.k8s.io: a client frame [CLOSE, channel] half-closes that channel
 CLOSE = 255
@@ -151,3 +153,19 @@ class LogOptions:
     since: float | None = None  # seconds since the epoch (sinceSeconds or sinceTime)
     tail_lines: int | None = None
     limit_bytes: int | None = None
+    stream: str | None = None  # "stdout" or "stderr": that stream's lines only (PodLogOptions.stream)
+
+
+#: PodLogOptions.stream's values
+LOG_STREAMS = ("Stdout", "Stderr", "All")
+
+
+def log_stream_errors(stream: str, tail_lines: int | None) -> list[validation.FieldError]:
+    """PodLogOptions.stream's checks, the API server's and the kubelet's alike: one of LOG_STREAMS,
+    and one stream is not yet read from its end (a CRI log interleaves both)."""
+    errs = []
+    if stream not in LOG_STREAMS:
+        errs.append(validation.not_supported("stream", stream, LOG_STREAMS))
+    if stream != "All" and tail_lines is not None:
+        errs.append(validation.forbidden("[]", "`tailLines` and specific `stream` are mutually exclusive for now"))
+    return errs

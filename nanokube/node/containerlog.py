@@ -126,6 +126,8 @@ class ContainerLog:
 
     def serve(self, opts: LogOptions) -> bytes | AsyncIterator[bytes]:
         records = self.records()
+        if opts.stream is not None:
+            records = [r for r in records if r.stream == opts.stream]
         if opts.since is not None:
             records = [r for r in records if r.time >= opts.since]
         if opts.tail_lines is not None:
@@ -154,7 +156,7 @@ class ContainerLog:
                 rec = await q.get()
                 if rec is None:
                     return
-                chunk = _render(rec, opts.timestamps)
+                chunk = _render(rec, opts.timestamps) if opts.stream in (None, rec.stream) else b""
         finally:
             if self._subscribers is not None:
                 self._subscribers.discard(q)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..clock import parse_time
 from ..machinery import errors, validation
-from ..machinery.streaming import LogOptions, StreamFailed, StreamSession
+from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, log_stream_errors
 
 if TYPE_CHECKING:
     from .agent import NodeAgent
@@ -99,6 +99,11 @@ def log_options(query, now: float, pod: str = "") -> LogOptions:
             since = parse_time(query["sinceTime"])
         except ValueError:
             raise errors.bad_request(f'sinceTime: Invalid value: "{query["sinceTime"]}"') from None
+    tail_lines, stream = number("tailLines", 0), query.get("stream")
+    if stream is not None:  # the API server sends it with PodLogsQuerySplitStreams on
+        if errs := log_stream_errors(stream, tail_lines):
+            raise errors.invalid("", "PodLogOptions", pod, errs)
     return LogOptions(follow=query.get("follow") in ("true", "1"), previous=query.get("previous") in ("true", "1"),
                       timestamps=query.get("timestamps") in ("true", "1"), since=since,
-                      tail_lines=number("tailLines", 0), limit_bytes=number("limitBytes", 1))
+                      tail_lines=tail_lines, limit_bytes=number("limitBytes", 1),
+                      stream=None if stream in (None, "All") else stream.lower())

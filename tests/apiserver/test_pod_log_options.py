@@ -94,3 +94,21 @@ async def test_a_since_time_outside_datetimes_years_is_read_as_go_reads_it(api):
     assert expected[0] < 500, expected
     for t in ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-23:00"):
         assert await _get(api, f"{PODS}/two/log?container=a&sinceTime={t}") == expected, t
+
+
+async def test_a_stream_is_forbidden_with_the_gate_off_and_checked_with_it_on(api, monkeypatch):
+    """KEP-3288: `stream` is PodLogsQuerySplitStreams' (alpha, off): without it any stream is
+    forbidden; with it one of Stdout, Stderr, All, and a single stream not with tailLines."""
+    from nanokube.machinery import featuregates
+
+    code, status = await _get(api, f"{PODS}/two/log?stream=Stdout")
+    assert (code, status["message"]) == (422, 'PodLogOptions "two" is invalid: stream: Forbidden: may not be specified')
+    monkeypatch.setattr(featuregates, "GATES", featuregates.FeatureGates({"PodLogsQuerySplitStreams": True}))
+    code, status = await _get(api, f"{PODS}/two/log?stream=stdout")
+    assert (code, status["message"]) == (422, 'PodLogOptions "two" is invalid: stream: Unsupported value: "stdout": '
+                                              'supported values: "Stdout", "Stderr", "All"')
+    code, status = await _get(api, f"{PODS}/two/log?stream=Stderr&tailLines=2")
+    assert (code, status["message"]) == (
+        422, 'PodLogOptions "two" is invalid: []: Forbidden: `tailLines` and specific `stream` are mutually exclusive for now')
+    code, status = await _get(api, f"{PODS}/two/log?stream=All&tailLines=2")
+    assert code == 400 and status["message"].startswith("a container name must be specified"), status

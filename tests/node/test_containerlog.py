@@ -57,6 +57,19 @@ async def test_follow_gets_the_snapshot_then_new_lines_until_close():
     assert got == [b"a\n", b"b\n"]
 
 
+async def test_one_streams_lines_in_the_snapshot_and_as_they_come():
+    """PodLogOptions.stream (KEP-3288): a follower of stderr gets none of stdout's lines."""
+    log = ContainerLog()
+    log.append(1.0, "stdout", b"out\n")
+    log.append(1.0, "stderr", b"err\n")
+    assert log.serve(LogOptions(stream="stdout")) == b"out\n"
+    stream = log.serve(LogOptions(follow=True, stream="stderr"))
+    log.append(2.0, "stdout", b"more out\n")
+    log.append(2.0, "stderr", b"more err\n")
+    log.close()
+    assert b"".join([chunk async for chunk in stream]) == b"err\nmore err\n"
+
+
 async def test_attach_gets_what_is_written_as_it_is_written_while_the_log_waits_for_the_line():
     """A shell's prompt (`/ # `, no new line after it) reaches an attached client at once, as a
     runtime's attach streams output; the log, and a follower of it, keep the line until it ends."""
