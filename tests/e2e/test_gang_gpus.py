@@ -27,7 +27,8 @@ def template(name: str, count: int) -> dict:
 def gpu_pod(name: str, claim_template: str, group: str | None = None, run_seconds: int | None = None) -> dict:
     spec: dict = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": claim_template}],
                   "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
-                  "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}
+                  "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
+                                  "resources": {"claims": [{"name": "gpu"}]}}]}
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     md: dict = {"name": name, "namespace": "default"}

@@ -54,7 +54,7 @@ spec:
     metadata: {labels: {app: {{ .Release.Name }}}}
     spec:
       serviceAccountName: {{ .Release.Name }}-sa
-      containers: [{name: main, image: {{ .Values.image }}}]
+      containers: [{name: main, image: {{ .Values.image }}, command: [sleep, infinity]}]
 ---
 apiVersion: demo.io/v1
 kind: Gadget

@@ -21,7 +21,8 @@ def admission_cluster(store_url):
 
 def run_on(c, name: str, node: str, cpu: str, **spec) -> None:
     overrides = {"apiVersion": "v1", "spec": {"nodeName": node, "containers": [
-        {"name": name, "image": "busybox:1.36", "resources": {"requests": {"cpu": cpu}}}], **spec}}
+        {"name": name, "image": "busybox:1.36", "command": ["sleep", "infinity"],
+         "resources": {"requests": {"cpu": cpu}}}], **spec}}
     c.kubectl("run", name, "--image=busybox:1.36", "--restart=Never", f"--overrides={json.dumps(overrides)}")
 
 

@@ -43,7 +43,8 @@ def test_discovery_lists_the_subresources(cluster):
 
 
 def test_kubectl_debug_adds_an_ephemeral_container_the_node_starts(running):
-    r = running.kubectl("debug", "app", "-n", NS, "--image=busybox", "--target=app", "-c", "dbg")
+    r = running.kubectl("debug", "app", "-n", NS, "--image=busybox", "--target=app", "-c", "dbg",
+                        "--", "sh", "-c", "echo debugging; sleep infinity")
     assert "disabled" not in r.stderr
     pod = _pod(running)
     ec = pod["spec"]["ephemeralContainers"]
@@ -60,7 +61,7 @@ def test_kubectl_debug_adds_an_ephemeral_container_the_node_starts(running):
     y = yaml.safe_load(running.kubectl("get", "pod", "app", "-n", NS, "-o", "yaml").stdout)
     assert y["status"]["ephemeralContainerStatuses"][0]["name"] == "dbg"
     # the node serves the new container's log and streams as any other's
-    assert "ephemeral container dbg started" in running.kubectl("logs", "app", "-n", NS, "-c", "dbg").stdout
+    assert running.kubectl("logs", "app", "-n", NS, "-c", "dbg").stdout == "debugging\n"
     r = running.kubectl("exec", "app", "-n", NS, "-c", "dbg", "--", "hostname")
     assert r.stdout == "app\n"
 

@@ -14,7 +14,8 @@ import pytest
 from tests.e2e.conftest import running_cluster, wait_for
 
 PAIR = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pair", "namespace": "default"}, "spec": {
-    "initContainers": [{"name": "proxy", "image": "busybox", "restartPolicy": "Always"}],
+    "initContainers": [{"name": "proxy", "image": "busybox", "command": ["sleep", "infinity"],
+                        "restartPolicy": "Always"}],
     "containers": [{"name": "shell", "image": "busybox", "stdin": True, "stdinOnce": True},
                    {"name": "web", "image": "nginx"}]}}
 
@@ -143,7 +144,7 @@ def test_exec_of_an_interpreted_command_runs_it(cluster):
     """`kubectl exec` of a command the simulated runtime interprets prints its output and exits with
     its code (kubectl: 'command terminated with exit code 3'); other commands are still not in the
     image."""
-    cluster.kubectl("run", "shell", "--image=busybox")
+    cluster.kubectl("run", "shell", "--image=busybox", "--", "sleep", "infinity")
     wait_for(lambda: cluster.kubectl_json("get", "pod", "shell")["status"].get("phase") == "Running", 60,
              "shell Running")
     assert cluster.kubectl("exec", "shell", "--", "echo", "hi").stdout == "hi\n"
