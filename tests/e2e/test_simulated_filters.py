@@ -40,7 +40,7 @@ def _read_line(p: subprocess.Popen, timeout: float = 30) -> bytes:
 
 
 def test_exec_i_of_grep_answers_each_line_before_stdin_ends(cluster):
-    cluster.kubectl("run", "sink", "--image=busybox")
+    cluster.kubectl("run", "sink", "--image=busybox", "--", "sleep", "infinity")
     wait_for(lambda: cluster.kubectl_json("get", "pod", "sink")["status"].get("phase") == "Running", 60,
              "sink Running")
     p = _kubectl(cluster, "exec", "-i", "sink", "--", "grep", "-v", "debug")
@@ -77,7 +77,7 @@ def test_run_i_of_cat_echoes_each_line_and_completes_at_eof(cluster):
 
 
 def test_exec_i_of_a_pipeline_of_filters_answers_each_line_before_stdin_ends(cluster):
-    cluster.kubectl("run", "piper", "--image=busybox")
+    cluster.kubectl("run", "piper", "--image=busybox", "--", "sleep", "infinity")
     wait_for(lambda: cluster.kubectl_json("get", "pod", "piper")["status"].get("phase") == "Running", 60,
              "piper Running")
     p = _kubectl(cluster, "exec", "-i", "piper", "--", "sh", "-c", "grep -v debug | sed 's/loss/LOSS/'")
