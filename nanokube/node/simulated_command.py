@@ -321,6 +321,8 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
     try:
         if os.path.basename(argv[0]) in SHELLS:
             shell, called = os.path.basename(argv[0]), invocation(argv)
+            if called is None and len(argv) == 1 and stdin is not None:  # `sh` reading its script from stdin
+                called = set(), stdin.decode(errors="replace"), argv[:1]
             if called is None or called[1] is None and fs is None:  # (`sh FILE` reads the container's files)
                 return None
             options, seed, args = called
@@ -423,13 +425,18 @@ def invocation(argv: list[str]) -> tuple[set[str], str | None, list[str]] | None
     return options, None, operands
 
 
+def image_command(image: str) -> list[str]:
+    """The command `image` runs by default where it matters here: a shell image's is `sh` (which,
+    with no stdin, exits at once); a CUDA sample's its sample (simulated_gpu)."""
+    name = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
+    return ["sh"] if name in SHELL_IMAGES else gpu.image_command(image)
+
+
 def reads_stdin(argv: list[str], image: str) -> bool:
     """Whether the container runs a shell reading its commands from stdin: a shell named alone, or no
     command in an image whose default is one."""
-    if argv:
-        return len(argv) == 1 and os.path.basename(argv[0]) in SHELLS
-    name = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
-    return name in SHELL_IMAGES
+    argv = argv or image_command(image)
+    return len(argv) == 1 and os.path.basename(argv[0]) in SHELLS
 
 
 def has_program(image: str, program: str) -> bool:

@@ -74,7 +74,7 @@ from . import container_env, simulated_accounts, simulated_gpu, simulated_net, s
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_builtins import SHELLS
-from .simulated_command import PASS, Program, Shell, has_program, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
+from .simulated_command import PASS, Program, Shell, has_program, image_command, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
 from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
@@ -144,7 +144,7 @@ class SimulatedIO:
         reads no variable costs its node no list of Services."""
         self.environments.pop(spec["name"], None)
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())] or \
-            simulated_gpu.image_command(spec.get("image", ""))
+            image_command(spec.get("image", ""))
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
         simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
         await self._machine(spec["name"])
@@ -174,7 +174,7 @@ class SimulatedIO:
         cached = self._commands.get(name)
         if cached is None or any(a is not b for a, b in zip(cached[0], key)):
             self._commands[name] = cached = key, container_env.command(spec, self.environment(name)) or \
-                simulated_gpu.image_command(spec.get("image", ""))
+                image_command(spec.get("image", ""))
         return cached[1]
 
     def files(self, container: str) -> ContainerFS:

@@ -183,3 +183,33 @@ def test_run_a_shell_on_its_stdin_prints_and_logs_only_what_the_shell_wrote(clus
              "shell-in Succeeded")
     assert cluster.kubectl("logs", "shell-in").stdout == "hi-2\n"
     cluster.kubectl("delete", "pod", "shell-in", "--wait=false")
+
+
+def test_a_shell_image_with_no_command_exits_at_once_and_crash_loops(cluster):
+    """busybox's own command is `sh`: with no stdin it reads EOF at once and exits 0, so a Deployment
+    of the bare image (`kubectl create deployment --image=busybox`) goes Completed, then
+    CrashLoopBackOff, its restartCount rising, with the kubelet's BackOff event; one given stdin
+    (`stdin: true`, as `kubectl run -i` makes) keeps its shell waiting on it, Running."""
+    cluster.kubectl("create", "deployment", "bare", "--image=busybox")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "listening", "namespace": "default"}, "spec": {
+        "containers": [{"name": "sh", "image": "busybox", "stdin": True}]}}))
+
+    def crash_looping():
+        [pod] = cluster.kubectl_json("get", "pods", "-l", "app=bare")["items"] or [None]
+        [cs] = (pod or {}).get("status", {}).get("containerStatuses") or [{}]
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        return (pod, cs) if waiting.get("reason") == "CrashLoopBackOff" and cs["restartCount"] >= 1 else None
+    pod, cs = wait_for(crash_looping, 60, "the bare busybox pod in CrashLoopBackOff")
+    last = cs["lastState"]["terminated"]
+    assert (last["exitCode"], last["reason"]) == (0, "Completed")
+    name = pod["metadata"]["name"]
+    warnings = cluster.kubectl("events", "--for", f"pod/{name}", "--types", "Warning").stdout
+    assert re.search(rf"BackOff\s+Pod/{name}\s+Back-off restarting failed container busybox in pod "
+                     rf"{name}_default\([0-9a-f-]{{36}}\)", warnings), warnings
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "-l", "app=bare")["items"][0]["status"]
+             ["containerStatuses"][0]["restartCount"] > cs["restartCount"], 60, "the next restart")
+    [held] = cluster.kubectl_json("get", "pod", "listening")["status"]["containerStatuses"]
+    assert "running" in held["state"] and held["restartCount"] == 0, held
+    cluster.kubectl("delete", "deployment", "bare", "--wait=false")
+    cluster.kubectl("delete", "pod", "listening", "--wait=false")

@@ -57,7 +57,7 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 
 
 @pytest.mark.parametrize("argv", [
-    [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
+    [], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
     ["sh", "-c", "echo $-"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
     ["sh", "-c", "echo hi | cat"], ["sh", "-c", "echo hi | cat &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
     ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
@@ -65,6 +65,17 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 ])
 def test_anything_else_is_not_interpreted(argv):
     assert interpret(argv) is None
+
+
+def test_a_bare_shell_runs_its_stdin_and_with_none_exits_at_once():
+    """`sh` alone reads its script from stdin: a container's with no stdin (/dev/null) reads EOF and
+    exits 0 at once, as a busybox image run with no command does; its stdin's lines run as a
+    script; one whose stdin is still to come (`stdin: true`, None here) is not worked out ahead."""
+    program = interpret(["sh"], stdin=b"")
+    assert (program.output, program.seconds, program.exit_code) == ((), 0.0, 0)
+    program = interpret(["sh"], stdin=b"echo hi\nexit 3\necho never\n")
+    assert (program.output, program.exit_code) == (((0.0, "hi\n"),), 3)
+    assert interpret(["sh"], stdin=None) is None
 
 
 def test_wait_waits_for_the_background_sleeps_and_a_trapped_sigterm_cuts_it_short():
