@@ -149,7 +149,7 @@ def test_the_grace_period_comes_from_the_environment():
 
 
 def _pod(name: str, tolerations: list | None = None, node: str | None = "n1") -> dict:
-    spec = {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}
+    spec = {"nodeName": node, "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"]}]}
     if tolerations is not None:
         spec["tolerations"] = tolerations
     return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
@@ -317,7 +317,8 @@ async def test_a_node_turned_unknown_has_its_pods_marked_not_ready_with_events(c
     pods, events = client.resource("", "v1", "pods"), client.resource("", "v1", "events")
     for name, node in (("here", "gpu-0"), ("there", "gpu-1")):
         await pods.create({"metadata": {"name": name, "namespace": "default"},
-                           "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}]}})
+                           "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox",
+                                                                        "command": ["sleep", "infinity"]}]}})
 
     def ready(name, status):
         async def check():

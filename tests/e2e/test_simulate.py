@@ -73,7 +73,7 @@ def test_simulate_gang_wait_and_device_taint_eviction(tmp_path):
     assert "default/trainer" in page and "DeletionByDeviceTaintManager" in page and "Chart.js v4.4.7" in page
     if BROWSER:  # scripts/test.sh installs it; without it the page's rendering is tested nowhere else
         rendered, stderr = open_report(str(out / "report.html"))
-        assert rendered == {"charts": "7", "errors": ""}, rendered
+        assert rendered == {"charts": "8", "errors": ""}, rendered
         assert "Uncaught" not in stderr, stderr[-2000:]
 
 

@@ -125,8 +125,8 @@ async def test_a_failed_post_start_under_restart_policy_never_fails_the_pod_with
 
 async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stopped_container(env):
     """A real hook reaches whatever listens at the pod's IP, declared or not: the simulated pod's
-    servers answer on its own declared port, and on an undeclared one where what its program
-    listens on is not known (an image's own command). What it can know is closed is: a port no
+    servers answer on its own declared port, and on an undeclared one its image's own server listens
+    on (nginx's 80, as a real nginx container does). What it can know is closed is: a port no
     process listens on (`sleep infinity` declaring none: refused, the pod fails), a port only a
     container not running declares (a sidecar's postStart to the app's port, before the app
     starts: refused, the sidecar killed, the app never started), and localhost, which from the
@@ -135,7 +135,7 @@ async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stoppe
     ok = hooked("served", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": "http"}})
     ok["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
     await pods.create(ok)
-    undeclared = hooked("undeclared", [], postStart={"httpGet": {"path": "/warm", "port": 9}})
+    undeclared = hooked("undeclared", [], postStart={"httpGet": {"path": "/warm", "port": 80}})
     del undeclared["spec"]["containers"][0]["command"]
     undeclared["spec"]["containers"][0]["image"] = "nginx:1.27"
     await pods.create(undeclared)
