@@ -492,7 +492,7 @@ def _simple_commands(node) -> Iterator[Simple]:
     """Every simple command of a script (a list of and-or lists) or compound command, at any depth."""
     if isinstance(node, list):
         for and_or in node:
-            for _, pipeline in and_or:
+            for _, pipeline in and_or.items if isinstance(and_or, Background) else and_or:
                 for command in pipeline.commands:
                     yield from _simple_commands(command)
     elif isinstance(node, Simple):

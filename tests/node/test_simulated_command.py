@@ -561,6 +561,8 @@ def test_sigterm_runs_the_trap_once_the_command_it_came_during_ends():
     (["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], False),
     (["sh", "-c", "f() { trap 'exit 0' SIGTERM; }; f; sleep 600"], False),  # set in a function
     (["sh", "-c", "trap '' 15; $SETUP; sleep 600"], False),  # a command named by an expansion may trap it
+    (["sh", "-c", "trap 'exit 143' TERM; sleep infinity & wait"], False),  # a background list beside the trap
+    (["sh", "-c", "sleep 600 & trap 'exit 0' TERM; wait"], False),  # the trap after a background list
     (["sh", "-c", "python train.py"], False),  # the shell may exec it: its handlers are unknown
     (["python", "train.py"], False),
     (["sh"], False),
