@@ -32,8 +32,6 @@ from . import serving
 
 log = logging.getLogger(__name__)
 
-#: request line and header size limit (Go's http.DefaultMaxHeaderBytes)
-MAX_HEADER_BYTES = 1 << 20
 _REASONS = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 406: "NotAcceptable",
             408: "Timeout", 409: "Conflict", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType",
             429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
@@ -107,8 +105,8 @@ class StatusAppRunner(web.AppRunner):
 
     def __init__(self, app: web.Application, handler=None, request_class: type[web.Request] = web.Request,
                  **kwargs) -> None:
-        kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
-        kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
+        kwargs.setdefault("max_line_size", headlimit.MAX_HEADER_BYTES)
+        kwargs.setdefault("max_field_size", headlimit.MAX_HEADER_BYTES)
         kwargs.setdefault("max_headers", headlimit.MAX_HEADERS)
         kwargs.setdefault("auto_decompress", False)  # (as Go's net/http: the handler decompresses what it reads)
         kwargs.setdefault("keepalive_timeout", serving.IDLE_TIMEOUT)
