@@ -114,6 +114,9 @@ PULL_ERROR = "sim.nanokube.io/pull-error"
 PULL_RESYNC = 1.0
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
+#: a container that ran longer than this from its last (re)start before it exited starts its crash-loop
+#: back-off over, whatever maxContainerRestartPeriod says (the kubelet's HasExpiredFunc on its back-off)
+BACKOFF_RESET = 600.0
 #: a status write that failed (the server busy or down, the connection lost) is tried again after
 #: this, doubling up to the status manager's sync period, with which syncBatch retries what did not land
 STATUS_RETRY_INITIAL = 1.0
@@ -126,14 +129,14 @@ def pod_gone(e: BaseException) -> bool:
     return isinstance(e, APIError) and (e.code == 404 or e.code == 409 and "UID in precondition" in e.message)
 
 
-def crash_backoff(restarts: int, longest: float | None = None) -> float:
+def crash_backoff(restarts: int, longest: float | None = None, initial: float = BACKOFF_INITIAL) -> float:
     """How long the kubelet waits to start a container again that exited after `restarts` restarts
     (kuberuntime's doBackOff): the first exit finds no back-off entry, so the container restarts
-    at once; then 10 s, doubling to 5 min (KEP-4603's shorter curve, ReduceDefaultCrashLoopBackOffDecay,
+    at once; then 10 s (`initial`), doubling to 5 min (KEP-4603's shorter curve, ReduceDefaultCrashLoopBackOffDecay,
     is alpha and off by default). `longest`: the node's crashLoopBackOff.maxContainerRestartPeriod
     (KEP-4603's KubeletCrashLoopBackOffMax) in place of 5 min; one under 10 s is the first step too."""
     longest = BACKOFF_MAX if longest is None else longest
-    return 0.0 if restarts <= 0 else min(min(BACKOFF_INITIAL, longest) * 2 ** (restarts - 1), longest)
+    return 0.0 if restarts <= 0 else min(min(initial, longest) * 2 ** (restarts - 1), longest)
 
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
 CLAIM_RETRY_INITIAL = 1.0
@@ -576,6 +579,9 @@ class PodWorker:
         self.net_failed: dict[str, str] = {}
         #: when (monotonic) each app container waiting out its back-off starts again, by name
         self.backoff: dict[str, float] = {}
+        #: the restart count each container's crash-loop back-off counts from: the one it had when
+        #: an instance that ran past BACKOFF_RESET ended (`_crash_backoff`), by name
+        self.backoff_from: dict[str, int] = {}
         #: how far the lifecycle got, where a sync that failed goes on from (`_resync`): the
         #: containers were started and their loop entered; the pod's final status is wanted
         self.ran = False
@@ -1429,7 +1435,8 @@ class PodWorker:
             self.own_last_state[name] = {"terminated": {"exitCode": 128, "reason": "StartError", "message": error,
                                                         "startedAt": NEVER_STARTED, "finishedAt": now}}
         await self._init_waiting(c, self.waiting[name])
-        if delay := crash_backoff(self._restart_count(name), self.agent.max_container_restart_period):
+        # (it ended as it started: its back-off goes on, whatever an earlier instance ran)
+        if delay := self._crash_backoff(name, self._restart_count(name), None, self.clock.monotonic()):
             self.waiting[name] = {"waiting": {
                 "reason": "CrashLoopBackOff", "message": f"back-off {int(delay)}s restarting failed container="
                                                         f"{name} pod={self.name}_{self.namespace}({self.uid})"}}
@@ -1458,7 +1465,7 @@ class PodWorker:
         name, image = c["name"], image_ref(c.get("image", ""))
         never = (self.pod.get("spec") or {}).get("restartPolicy") == "Never"
         while True:
-            started = self.clock.rfc3339()
+            started, began = self.clock.rfc3339(), self.clock.monotonic()
             if error := self._start_error(c):
                 await self._init_waiting(c, {"waiting": {"reason": "RunContainerError", "message": error}})
                 term = {"exitCode": 128, "reason": "StartError", "message": error, "startedAt": NEVER_STARTED,
@@ -1493,7 +1500,7 @@ class PodWorker:
             if never:
                 self.init_failed = (c, term)
                 return True
-            delay = crash_backoff(self.init_restarts.get(name, 0), self.agent.max_container_restart_period)
+            delay = self._crash_backoff(name, self.init_restarts.get(name, 0), began, self.clock.monotonic())
             self.init_last[name] = {"terminated": term}
             path = field_path(self.pod, name)
             if delay:  # the first exit restarts at once
@@ -1538,7 +1545,7 @@ class PodWorker:
                 self.own_last_state[name] = {"terminated": {
                     "exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
-                delay = crash_backoff(self._restart_count(name), self.agent.max_container_restart_period)
+                delay = self._crash_backoff(name, self._restart_count(name), self.began.get(name), end)
                 self.backoff[name] = at + delay
                 if not delay:
                     self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
@@ -1989,11 +1996,12 @@ class PodWorker:
                 del exits[name]
             if not exits:
                 continue
-            terms = {}
+            terms, ends = {}, {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
                 self.waiting.pop(name, None)  # (PostStartHookError: its end is now known)
-                self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
+                ends[name] = reached if end is None or name in closed | went_on.keys() else end
+                self.io.exit(name, code, at=ends[name])
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
                 if error := self._start_error(specs[name]):  # as containerd reports a task never created
@@ -2015,7 +2023,7 @@ class PodWorker:
                 if not actions[name]:
                     self.ended[name] = self._status_of(specs[name], {"terminated": term}, False, False)
                     continue
-                delay = crash_backoff(self._restart_count(name), self.agent.max_container_restart_period)
+                delay = self._crash_backoff(name, self._restart_count(name), self.began.get(name), ends[name])
                 backoff[name] = self.clock.monotonic() + delay
                 self.own_last_state[name] = {"terminated": term}
                 if not delay:  # started again at once, at the top of the loop
@@ -2176,6 +2184,17 @@ class PodWorker:
 
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)
+
+    def _crash_backoff(self, name: str, restarts: int, began: float | None, ended: float,
+                       initial: float = BACKOFF_INITIAL) -> float:
+        """How long container `name`, whose instance that started at `began` (monotonic; None: not
+        known) ended at `ended` after `restarts` restarts, waits to start again: its back-off entry
+        expires once an instance ran longer than BACKOFF_RESET, so such an exit starts at once and
+        the next ones back off from 10 s (`initial`) again (doBackOff's IsInBackOffSince and Next)."""
+        if began is not None and ended - began > BACKOFF_RESET:
+            self.backoff_from[name] = restarts
+        return crash_backoff(restarts - self.backoff_from.get(name, 0), self.agent.max_container_restart_period,
+                             initial)
 
     def _count_restart(self, name: str) -> None:
         """Container `name` starts again after its back-off: its restartCount is one more now."""

@@ -215,30 +215,65 @@ async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
 
 async def test_a_max_container_restart_period_shortens_the_back_off_from_its_first_step():
     """crashLoopBackOff.maxContainerRestartPeriod (KEP-4603), 3 s from the environment of `nanokube
-    up`: the back-off after the second exit is 3 s, not 10 s, and stays 3 s after the third."""
+    up`: the back-off after the second exit is 3 s, not 10 s, and stays 3 s after the third; runs
+    of 7 s (over twice the cap, but not 10 min) do not start it over."""
     assert options_from_env({RESTART_PERIOD_ENV: "3"}) == {"max_container_restart_period": 3.0}
     with pytest.raises(ValueError, match="between 1s and 300s"):
         options_from_env({RESTART_PERIOD_ENV: "0.5"})
     clock = ManualClock()
     async with node_agents(clock, **options_from_env({RESTART_PERIOD_ENV: "3"})) as (s, _):
         pods = s.client.resource("", "v1", "pods")
-        await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5",
+        await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "7",
                                                    "sim.nanokube.io/exit-code": "1"}))
         await eventually(phase_is(pods, "loop", "Running"))
 
         status = functools.partial(loop_status, pods)
-        await clock.advance(5)
+        await clock.advance(7)
         await eventually(status(1, "running"))
-        await clock.advance(5)
+        await clock.advance(7)
         c = await eventually(status(1, "waiting"))
         assert c["state"]["waiting"]["reason"] == "CrashLoopBackOff" and "back-off 3s" in c["state"]["waiting"]["message"]
         await clock.advance(3)
         await eventually(status(2, "running"))
-        await clock.advance(5)
+        await clock.advance(7)
         c = await eventually(status(2, "waiting"))
         assert "back-off 3s" in c["state"]["waiting"]["message"], "capped, not doubled"
         await clock.advance(3)
         await eventually(status(3, "running"))
+
+
+async def test_a_container_that_ran_ten_minutes_starts_its_back_off_over(env):
+    """The kubelet's back-off entry for a container expires once an instance ran more than 10 min
+    (HasExpiredFunc): the exit after such a run restarts at once, and the one after that backs off
+    10 s again, not the 40 s its restartCount would give."""
+    pods, clock = env
+    await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
+    await eventually(phase_is(pods, "loop", "Running"))
+    status = functools.partial(loop_status, pods)
+    await clock.advance(5)
+    await eventually(status(1, "running"))
+    await clock.advance(5)
+    await eventually(status(1, "waiting"))
+    await clock.advance(10)
+    await eventually(status(2, "running"))
+    await clock.advance(5)
+    c = await eventually(status(2, "waiting"))
+    assert "back-off 20s" in c["state"]["waiting"]["message"]
+
+    async def run_for(seconds: str) -> None:
+        await pods.patch("loop", {"metadata": {"annotations": {"sim.nanokube.io/run-seconds": seconds}}}, namespace="default")
+    await run_for("601")  # the next instance runs 10 min and a second
+    await clock.advance(20)
+    await eventually(status(3, "running"))
+    await run_for("5")
+    await clock.advance(601)
+    c = await eventually(status(4, "running"))
+    assert c["lastState"]["terminated"]["exitCode"] == 1, "started again at once"
+    await clock.advance(5)
+    c = await eventually(status(4, "waiting"))
+    assert "back-off 10s" in c["state"]["waiting"]["message"]
+    await clock.advance(10)
+    await eventually(status(5, "running"))
 
 
 async def test_a_container_due_to_restart_as_the_other_ends_keeps_the_pod_running(env):

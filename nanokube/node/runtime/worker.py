@@ -51,7 +51,7 @@ from ...machinery import errors, restartrules
 from ...machinery.streaming import StreamFailed, executable_not_found, sandbox_id
 from .. import inplace
 from ..streaming import no_log
-from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
+from ..lifecycle import DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
 from .. import container_env, dns, hooks, hosts_file
 from ..simulated_accounts import run_as
@@ -676,7 +676,7 @@ class ProcessPodWorker(PodWorker):
             if self._stopping.is_set():  # the pod began stopping as it started: too late for `_kill_gracefully`
                 await self._kill_events([c.spec])
                 await self._stop(c, self._grace_deadline())
-            started = self.clock.rfc3339()
+            started, began = self.clock.rfc3339(), self.clock.monotonic()
             probe = None
             if not (failed := await self._post_start(c)):
                 c.state = {"running": {"startedAt": started}}
@@ -709,10 +709,11 @@ class ProcessPodWorker(PodWorker):
                 await self._publish()
                 return code
             c.last_state = {"terminated": term}
-            if not c.restarts:  # kuberuntime's doBackOff: the first exit has no back-off entry yet
-                c.restarts = 1
+            # kuberuntime's doBackOff: the first exit (or the first after a run of over 10 min) has no back-off entry
+            if not (delay := self._crash_backoff(c.name, c.restarts, began, self.clock.monotonic(),
+                                                 self.runtime.backoff_initial)):
+                c.restarts += 1
                 continue
-            delay = min(self.runtime.backoff_initial * 2 ** (c.restarts - 1), BACKOFF_MAX)
             if failed:  # the sync that started it says why it failed (reasonCache), the next its back-off
                 c.state = {"waiting": {"reason": "PostStartHookError", "message": failed}}
                 await self._publish()
