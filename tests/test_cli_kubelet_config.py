@@ -35,7 +35,20 @@ def _refusal(tmp_path, capsys, text: str | None, *flags: str) -> str:
      "failed to decode: json: cannot unmarshal string into Go struct field KubeletConfiguration.port of type int32"),
     (HEAD + "authentication:\n  anonymous:\n    enabled: \"no\"\n", (),
      "failed to decode: json: cannot unmarshal string into Go struct field "
-     "KubeletConfiguration.authentication.anonymous.enabled of type bool"),
+     "KubeletAnonymousAuthentication.authentication.anonymous.enabled of type bool"),
+    # fields nanokube only carries are typed as upstream's: each Go type and innermost struct named
+    (HEAD + "podPidsLimit: lots\n", (),
+     "failed to decode: json: cannot unmarshal string into Go struct field KubeletConfiguration.podPidsLimit of type "
+     "int64"),
+    (HEAD + "registerWithTaints:\n- key: a\n  effect: 5\n", (),
+     "failed to decode: json: cannot unmarshal number into Go struct field Taint.registerWithTaints.effect of type "
+     "v1.TaintEffect"),
+    (HEAD + "authentication:\n  webhook:\n    cacheTTL: soon\n", (), 'failed to decode: time: invalid duration "soon"'),
+    (HEAD + "shutdownGracePeriod: 30\n", (),
+     "failed to decode: json: cannot unmarshal number into Go struct field KubeletConfiguration.shutdownGracePeriod "
+     "of type string"),
+    (HEAD + "reservedMemory:\n- numaNode: 0\n  limits:\n    memory: 1Gb\n", (),
+     "failed to decode: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
     (HEAD + "fileCheckFrequency: 20\n", (),
      "failed to decode: json: cannot unmarshal number into Go struct field KubeletConfiguration.fileCheckFrequency "
      "of type string"),
@@ -135,12 +148,21 @@ def test_node_labels_the_kubelet_may_not_set_are_refused(tmp_path, capsys):
     assert not (tmp_path / "never.conf").exists()
 
 
-def test_unknown_fields_in_list_items_are_logged_and_dropped_as_the_lenient_decoder_drops_them(tmp_path, caplog):
+def test_unknown_fields_are_logged_and_dropped_as_the_lenient_decoder_drops_them(tmp_path, caplog):
+    """Unknown fields anywhere (the top, a nested struct, a list item) and a repeated key are one
+    strict decoding error, logged; the file is then decoded leniently (the later key winning)."""
     from nanokube.node import kubelet_config
 
-    (path := tmp_path / "config.yaml").write_text(HEAD + "fileCheckFrequency: 5s\nregisterWithTaints:\n- key: a\n"
-                                                         "  effect: NoSchedule\n  colour: red\n")
+    (path := tmp_path / "config.yaml").write_text(
+        HEAD + "fileCheckFrequency: 5s\nregisterWithTaints:\n- key: a\n  effect: NoSchedule\n  colour: red\n"
+        "colour: blue\nauthentication:\n  webhook:\n    cacheTtl: 1m\nmaxPods: 5\nmaxPods: 7\n"
+        "reservedMemory:\n- numaNode: 0\n  limits:\n    memory: 1Gi\n")
     with caplog.at_level("INFO", logger="nanokube.node.kubelet_config"):
         cfg = kubelet_config.load(str(path))
-    assert (cfg["registerWithTaints"], cfg["fileCheckFrequency"]) == ([{"key": "a", "effect": "NoSchedule"}], "5s")
-    assert 'strict decoding error: unknown field "registerWithTaints[0].colour"' in caplog.text
+    assert (cfg["registerWithTaints"], cfg["fileCheckFrequency"], cfg["maxPods"], "colour" in cfg) == (
+        [{"key": "a", "effect": "NoSchedule"}], "5s", 7, False)
+    assert cfg["authentication"]["webhook"] == {"enabled": True, "cacheTTL": "2m0s"}
+    assert cfg["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1Gi"}}]
+    assert ('Using lenient decoding as strict decoding failed: err=strict decoding error: error converting YAML to '
+            'JSON: yaml: unmarshal errors:\n  line 13: key "maxPods" already set in map, unknown field "registerWithTaints[0].colour", '
+            'unknown field "colour", unknown field "authentication.webhook.cacheTtl"') in caplog.text

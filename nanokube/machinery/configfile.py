@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from nanokube.machinery import goduration, gofmt, gojson
+from nanokube.machinery import goduration, gofmt, gojson, quantity
 
 _Base: Any = yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
 
@@ -170,7 +170,8 @@ def _repeated(loader: Any, root: yaml.Node) -> list[tuple[int, str, str]]:
 # A file kind's schema, for the checks below: a Struct (a dict subclass naming its Go type) an object
 # of those fields, a plain dict an object of the enclosing struct's, Map(s) a map of string keys to
 # values of schema s, a list of one schema a list of such values, ANY any value (a RawExtension, an
-# interface{}), DURATION a metav1.Duration (a string time.ParseDuration reads), and a Go scalar type:
+# interface{}), DURATION a metav1.Duration (a string time.ParseDuration reads), QUANTITY a
+# resource.Quantity (a string or number ParseQuantity reads), and a Go scalar type:
 # str (string), bool, int (int32) or a name of Go's ("int64", "float32", "float64", or a named string
 # type such as "v1.ScoringStrategyType").
 
@@ -200,6 +201,9 @@ ANY = Map(None)
 #: a metav1.Duration: it decodes itself, a JSON string into a string (so a number is a type error "of
 #: type string"), then parses it, its error (`time: invalid duration "x"`) ending the decoding
 DURATION = "metav1.Duration"
+#: a resource.Quantity: it decodes itself from any JSON value but null, parsing its text (a string's
+#: content, a number's digits), its error (`quantities must match ...`) ending the decoding
+QUANTITY = "resource.Quantity"
 _INTS = {int: 32, "int32": 32, "int64": 64}
 _FLOATS = ("float32", "float64")
 
@@ -267,6 +271,8 @@ def _fits(value: Any, schema: Any) -> bool:
         return isinstance(value, list)
     if isinstance(schema, Map):
         return schema is ANY or isinstance(value, dict)
+    if schema == QUANTITY:
+        return True
     if schema in (bool, "bool"):
         return isinstance(value, bool)
     if isinstance(value, bool):
@@ -313,6 +319,13 @@ def _mistyped(value: Any, schema: Any, struct: str, fields: tuple[str, ...]) -> 
         try:
             goduration.parse(str(value))
         except ValueError as e:
+            return str(e)
+        return None
+    if schema == QUANTITY:
+        try:
+            quantity.parse_quantity(str(value).strip() if isinstance(value, (str, int, float)) and
+                                    not isinstance(value, bool) else "")
+        except quantity.QuantityError as e:
             return str(e)
         return None
     if isinstance(schema, dict):

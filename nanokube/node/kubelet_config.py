@@ -17,54 +17,72 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
-import yaml
-
-from ..machinery import configfile, gofmt, goduration, validation
+from ..machinery import configfile, goduration, validation
+from ..machinery.configfile import ANY, DURATION, QUANTITY, Kind, Map, Struct
 
 log = logging.getLogger(__name__)
 
 API_VERSION, KIND = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
-#: the kubelet's scheme, as a decoding error names it
-_SCHEME = "pkg/kubelet/apis/config/scheme/scheme.go:34"
-#: the schema of the fields nanokube acts on (configfile's: a type each; the decoder refuses another)
-SCHEMA: dict[str, Any] = {
-    "apiVersion": str, "kind": str, "address": str, "port": int, "readOnlyPort": int, "healthzPort": int,
-    "healthzBindAddress": str, "maxPods": int, "podCIDR": str, "registerNode": bool, "rotateCertificates": bool,
-    "serverTLSBootstrap": bool, "clusterDomain": str, "clusterDNS": [str], "staticPodPath": str,
-    "fileCheckFrequency": configfile.DURATION, "mergeDefaultEvictionSettings": bool, "evictionMaxPodGracePeriod": int,
-    "registerWithTaints": [{"key": str, "value": str, "effect": str, "timeAdded": str}],
-    "authentication": {"x509": {"clientCAFile": str}, "webhook": {"enabled": bool, "cacheTTL": str},
-                       "anonymous": {"enabled": bool}},
-    "authorization": {"mode": str, "webhook": {"cacheAuthorizedTTL": str, "cacheUnauthorizedTTL": str}},
-}
-#: maps of string keys: featureGates' values are booleans, evictionHard's strings
-_MAPS = {"featureGates": (bool, "bool"), "evictionHard": (str, "string"), "evictionSoft": (str, "string"),
-         "evictionSoftGracePeriod": (str, "string")}
-#: v1beta1's other fields, read and left alone
-_OTHERS = frozenset("""
-enableServer podLogsDir syncFrequency httpCheckFrequency staticPodURL staticPodURLHeader
-tlsCertFile tlsPrivateKeyFile tlsCipherSuites tlsMinVersion registryPullQPS registryBurst
-imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist eventRecordQPS eventBurst
-enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout
-nodeStatusUpdateFrequency nodeStatusReportFrequency nodeLeaseDurationSeconds imageMinimumGCAge imageMaximumGCAge
-imageGCHighThresholdPercent imageGCLowThresholdPercent volumeStatsAggPeriod kubeletCgroups systemCgroups cgroupRoot
-cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions cpuManagerReconcilePeriod
-memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved
-runtimeRequestTimeout hairpinMode podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod nodeStatusMaxImages
-maxOpenFiles contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls
-evictionPressureTransitionPeriod evictionMinimumReclaim
-podsPerCore enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains
-iptablesMasqueradeBit iptablesDropBit failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles
-containerLogMaxWorkers containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy systemReserved
-kubeReserved reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup
-enforceNodeAllocatable allowedUnsafeSysctls volumePluginDir providerID kernelMemcgNotification logging
-enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods
-shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory enableProfilingHandler enableDebugFlagsHandler
-seccompDefault memoryThrottlingFactor tracing localStorageCapacityIsolation
-containerRuntimeEndpoint imageServiceEndpoint failCgroupV1 userNamespaces
-""".split())
+_DURATIONS = dict.fromkeys((
+    "syncFrequency fileCheckFrequency httpCheckFrequency streamingConnectionIdleTimeout nodeStatusUpdateFrequency "
+    "nodeStatusReportFrequency imageMinimumGCAge imageMaximumGCAge volumeStatsAggPeriod cpuManagerReconcilePeriod "
+    "runtimeRequestTimeout cpuCFSQuotaPeriod evictionPressureTransitionPeriod containerLogMonitorInterval "
+    "shutdownGracePeriod shutdownGracePeriodCriticalPods").split(), DURATION)
+_INT32S = dict.fromkeys((
+    "port readOnlyPort healthzPort registryPullQPS registryBurst eventRecordQPS eventBurst oomScoreAdj "
+    "nodeLeaseDurationSeconds imageGCHighThresholdPercent imageGCLowThresholdPercent maxPods nodeStatusMaxImages "
+    "kubeAPIQPS kubeAPIBurst maxParallelImagePulls evictionMaxPodGracePeriod podsPerCore iptablesMasqueradeBit "
+    "iptablesDropBit containerLogMaxFiles containerLogMaxWorkers").split(), int)
+_BOOLS = dict.fromkeys((
+    "enableServer rotateCertificates serverTLSBootstrap enableDebuggingHandlers enableContentionProfiling "
+    "cgroupsPerQOS singleProcessOOMKill runOnce cpuCFSQuota serializeImagePulls mergeDefaultEvictionSettings "
+    "enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains failSwapOn kernelMemcgNotification "
+    "enableSystemLogHandler enableSystemLogQuery enableProfilingHandler enableDebugFlagsHandler seccompDefault "
+    "registerNode localStorageCapacityIsolation failCgroupV1").split(), bool)
+_STRINGS = dict.fromkeys((
+    "apiVersion kind staticPodPath podLogsDir staticPodURL address tlsCertFile tlsPrivateKeyFile tlsMinVersion "
+    "healthzBindAddress clusterDomain kubeletCgroups systemCgroups cgroupRoot cgroupDriver cpuManagerPolicy "
+    "memoryManagerPolicy topologyManagerPolicy topologyManagerScope hairpinMode podCIDR resolvConf contentType "
+    "containerLogMaxSize reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup "
+    "volumePluginDir providerID containerRuntimeEndpoint imageServiceEndpoint").split(), str)
+_STRING_LISTS = dict.fromkeys((
+    "tlsCipherSuites clusterDNS enforceNodeAllocatable allowedUnsafeSysctls "
+    "preloadedImagesVerificationAllowlist").split(), [str])
+_STRING_MAPS = dict.fromkeys((
+    "evictionHard evictionSoft evictionSoftGracePeriod evictionMinimumReclaim systemReserved kubeReserved "
+    "qosReserved cpuManagerPolicyOptions topologyManagerPolicyOptions").split(), Map(str))
+#: v1beta1.KubeletConfiguration's fields and their Go types, as the decoder checks them: the fields
+#: nanokube acts on (see above) and the rest, read and left alone (a value of the wrong type in any
+#: is refused, as upstream's)
+SCHEMA = Struct(f"v1beta1.{KIND}", {
+    **_STRINGS, **_INT32S, **_BOOLS, **_DURATIONS, **_STRING_LISTS, **_STRING_MAPS,
+    "podPidsLimit": "int64", "maxOpenFiles": "int64", "memoryThrottlingFactor": "float64",
+    "featureGates": Map(bool), "staticPodURLHeader": Map([str]),
+    "authentication": Struct("v1beta1.KubeletAuthentication", {
+        "x509": Struct("v1beta1.KubeletX509Authentication", {"clientCAFile": str}),
+        "webhook": Struct("v1beta1.KubeletWebhookAuthentication", {"enabled": bool, "cacheTTL": DURATION}),
+        "anonymous": Struct("v1beta1.KubeletAnonymousAuthentication", {"enabled": bool})}),
+    "authorization": Struct("v1beta1.KubeletAuthorization", {
+        "mode": "v1beta1.KubeletAuthorizationMode",
+        "webhook": Struct("v1beta1.KubeletWebhookAuthorization",
+                          {"cacheAuthorizedTTL": DURATION, "cacheUnauthorizedTTL": DURATION})}),
+    "imagePullCredentialsVerificationPolicy": "v1beta1.ImagePullCredentialsVerificationPolicy",
+    "configMapAndSecretChangeDetectionStrategy": "v1beta1.ResourceChangeDetectionStrategy",
+    "memorySwap": Struct("v1beta1.MemorySwapConfiguration", {"swapBehavior": str}),
+    "logging": Struct("v1.LoggingConfiguration", {"format": str, "flushFrequency": ANY, "verbosity": ANY,
+                                                  "vmodule": ANY, "options": ANY}),
+    "shutdownGracePeriodByPodPriority": [Struct("v1beta1.ShutdownGracePeriodByPodPriority",
+                                                {"priority": int, "shutdownGracePeriodSeconds": "int64"})],
+    "crashLoopBackOff": Struct("v1beta1.CrashLoopBackOffConfig", {"maxContainerRestartPeriod": DURATION}),
+    "reservedMemory": [Struct("v1beta1.MemoryReservation", {"numaNode": int, "limits": Map(QUANTITY)})],
+    "registerWithTaints": [Struct("v1.Taint", {"key": str, "value": str, "effect": "v1.TaintEffect",
+                                               "timeAdded": str})],
+    "tracing": Struct("v1.TracingConfiguration", {"endpoint": str, "samplingRatePerMillion": int}),
+    "userNamespaces": Struct("v1beta1.UserNamespaces", {"idsPerPod": "int64"}),
+})
+#: the file kind as the kubelet's scheme decodes it
+FILE = Kind(API_VERSION, KIND, "pkg/kubelet/apis/config/scheme/scheme.go:34", SCHEMA)
 #: evictionHard when the file sets none (the kubelet's DefaultEvictionHard on Linux)
 DEFAULT_EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
                          "imagefs.available": "15%", "imagefs.inodesFree": "5%"}
@@ -96,38 +114,12 @@ def _decode(path: str) -> dict:
     if not data:
         raise ConfigError(f'kubelet config file "{path}" was empty')
     try:
-        doc, strict = configfile.load(data)
-    except yaml.YAMLError as e:
+        doc, strict = configfile.decode(data, FILE, lenient=True)
+    except configfile.DecodeError as e:
         raise ConfigError(f"failed to decode: {e}") from None
-    if wrong := configfile.kind_error(doc, data.decode(errors="replace"), API_VERSION, KIND, _SCHEME):
-        raise ConfigError(f"failed to decode: {wrong}")
-    acted = {k: v for k, v in doc.items() if k in SCHEMA}
-    wrong = configfile.mistyped(acted, SCHEMA, KIND) or _map_mistyped(doc)
-    if wrong:
-        raise ConfigError(f"failed to decode: {wrong}")
-    unknown = [k for k in doc if k not in SCHEMA and k not in _MAPS and k not in _OTHERS]
-    unknown += configfile.unknown_fields({k: v for k, v in acted.items() if isinstance(SCHEMA[k], dict | list)},
-                                        SCHEMA)
-    strict += [f"unknown field {gofmt.quote(k)}" for k in unknown]
     if strict:  # upstream decodes v1beta1 leniently after a strict error, and says so
         log.info("Using lenient decoding as strict decoding failed: err=%s", configfile.strict_error(strict))
-    return configfile.zeroed({k: configfile.known(v, SCHEMA[k]) if k in SCHEMA else v for k, v in doc.items()
-                              if k in SCHEMA or k in _MAPS or k in _OTHERS}, SCHEMA)
-
-
-def _map_mistyped(doc: dict) -> str | None:
-    for key, (want, go) in _MAPS.items():
-        value = doc.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, dict):
-            return (f"json: cannot unmarshal {configfile.json_type(value)} into Go struct field {KIND}.{key} of type "
-                    f"map[string]{go}")
-        for k, v in value.items():
-            if v is not None and (not isinstance(v, want) or (want is str and isinstance(v, bool))):
-                return (f"json: cannot unmarshal {configfile.json_type(v)} into Go struct field {KIND}.{key} of "
-                        f"type {go}")
-    return None
+    return doc
 
 
 def defaulted(doc: dict) -> dict:

@@ -424,7 +424,7 @@ def test_a_kubelet_configured_by_a_file_and_flags(cluster, tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         assert ('Using lenient decoding as strict decoding failed: err=strict decoding error: unknown field '
-                '"noSuchField", unknown field "authentication.x509.extra"') in (text := (tmp_path / "kubelet.log").read_text())
+                '"authentication.x509.extra", unknown field "noSuchField"') in (text := (tmp_path / "kubelet.log").read_text())
         assert f"Unable to read config path: path does not exist, ignoring (path {tmp_path}/manifests)" in text
         # each configuration flag given says it belongs in the file, as upstream's
         assert [line.split()[1] for line in text.splitlines() if line.endswith(" for more information.")] == [
