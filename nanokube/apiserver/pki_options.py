@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..pki import jwt
-from ..pki.ca import CLUSTER_ADMINS, KeyPair, ensure_cluster_admin, ensure_front_proxy, issue
+from ..pki.ca import CLUSTER_ADMINS, KeyPair, ensure_cluster_admin, ensure_front_proxy, issue, super_admin
 from .serving_tls import SNICert, ServingTLS
 
 if TYPE_CHECKING:
@@ -268,9 +268,10 @@ def client_trust(o: PKIOptions, pki, signers: dict[str, tuple[str, str]]) -> byt
 def admin_credentials(o: PKIOptions, pki, serving: ServingTLS | None,
                       signers: dict[str, tuple[str, str]]) -> tuple[KeyPair, KeyPair]:
     """The client certificates of the admin kubeconfig (kubernetes-admin in kubeadm:cluster-admins)
-    and of super-admin.conf (system:masters): DIR/pki's, unless --client-ca-file leaves DIR/pki's
-    CA out; then ones `up` issues with the kube-apiserver-client signer's CA where the client CAs
-    hold it (kubeadm's ca.crt is both), else DIR/pki's, said in the log."""
+    and of super-admin.conf (kubernetes-super-admin in system:masters): DIR/pki's, unless
+    --client-ca-file leaves DIR/pki's CA out; then ones `up` issues with the kube-apiserver-client
+    signer's CA where the client CAs hold it (kubeadm's ca.crt is both), else DIR/pki's, said in
+    the log."""
     if not o.client_ca or serving is None or pki.ca.cert.subject in serving.client_issuers:
         return ensure_cluster_admin(pki.dir, pki.ca), pki.admin
     files = signers.get("kubernetes.io/kube-apiserver-client")
@@ -278,8 +279,7 @@ def admin_credentials(o: PKIOptions, pki, serving: ServingTLS | None,
         with open(files[0], "rb") as c, open(files[1], "rb") as k:
             ca = KeyPair(c.read(), k.read())
         if ca.cert.subject in serving.client_issuers:
-            return tuple(issue(ca, "kubernetes-admin", organizations=(group,), client=True)
-                         for group in (CLUSTER_ADMINS, "system:masters"))
+            return issue(ca, "kubernetes-admin", organizations=(CLUSTER_ADMINS,), client=True), super_admin(ca)
     log.warning("--client-ca-file holds neither DIR/pki's CA nor a --cluster-signing CA: the admin kubeconfigs' "
                 "certificates will not authenticate")
     return ensure_cluster_admin(pki.dir, pki.ca), pki.admin
