@@ -127,7 +127,7 @@ class ClusterPKI:
     dir: str
     ca: KeyPair
     server: KeyPair
-    #: kubernetes-admin in system:masters (DIR/pki/admin.crt): super-admin.conf's user
+    #: kubernetes-super-admin in system:masters (DIR/pki/admin.crt): super-admin.conf's user
     admin: KeyPair
     #: --proxy-client-cert-file and -key-file, the front-proxy client certificate in place of DIR/pki's
     proxy_client: tuple[str, str] | None = None
@@ -173,12 +173,26 @@ def ensure_pki(data_dir: str, ips: tuple[str, ...] = ()) -> ClusterPKI:
         server = serving()
         _write(paths[0], server.cert_pem)
         _write(paths[1], server.key_pem, private=True)
-    admin = _load_or(
-        os.path.join(d, "admin.crt"),
-        os.path.join(d, "admin.key"),
-        lambda: issue(ca, "kubernetes-admin", organizations=("system:masters",), client=True),
-    )
+    admin_paths = os.path.join(d, "admin.crt"), os.path.join(d, "admin.key")
+    admin = _load_or(*admin_paths, lambda: super_admin(ca))
+    if admin.cert.subject != _SUPER_ADMIN_SUBJECT:  # a data dir from before: kubernetes-admin in system:masters
+        admin = super_admin(ca)
+        _write(admin_paths[0], admin.cert_pem)
+        _write(admin_paths[1], admin.key_pem, private=True)
     return ClusterPKI(d, ca, server, admin)
+
+
+#: super-admin.conf's user, as kubeadm (1.29+) names it: a user of its own in system:masters, which
+#: no RBAC binding grants and none can take away, apart from admin.conf's kubernetes-admin
+SUPER_ADMIN = "kubernetes-super-admin"
+MASTERS = "system:masters"
+_SUPER_ADMIN_SUBJECT = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, MASTERS),
+                                  x509.NameAttribute(NameOID.COMMON_NAME, SUPER_ADMIN)])
+
+
+def super_admin(ca: KeyPair) -> KeyPair:
+    """The break-glass client certificate: kubernetes-super-admin in system:masters."""
+    return issue(ca, SUPER_ADMIN, organizations=(MASTERS,), client=True)
 
 
 def ensure_front_proxy(pki_dir: str) -> tuple[KeyPair, KeyPair]:
@@ -201,8 +215,8 @@ CLUSTER_ADMINS = "kubeadm:cluster-admins"
 def ensure_cluster_admin(pki_dir: str, ca: KeyPair) -> KeyPair:
     """The admin kubeconfig's certificate, as kubeadm's admin.conf (1.29+): kubernetes-admin in
     kubeadm:cluster-admins, which clusterinfo binds to cluster-admin, so that RBAC decides (and
-    API Priority and Fairness queues) its requests. (DIR/pki/admin.crt, in system:masters, is the
-    super-admin's: super-admin.conf's, and in-process clients'.)"""
+    API Priority and Fairness queues) its requests. (DIR/pki/admin.crt is the super-admin's,
+    super-admin.conf's.)"""
     return _load_or(os.path.join(pki_dir, "cluster-admin.crt"), os.path.join(pki_dir, "cluster-admin.key"),
                     lambda: issue(ca, "kubernetes-admin", organizations=(CLUSTER_ADMINS,), client=True))
 

@@ -86,7 +86,7 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
             assert value(await loopback.get_raw(QUEUE)) == "42" and value(await http.get_raw(QUEUE)) == "42"
             # each as its own user: the admin's certificate, the loopback client's identity
             assert {r["user"] for r in adapter.requests() if r["path"] == QUEUE} == {
-                "kubernetes-admin", "system:kube-controller-manager"}
+                "kubernetes-super-admin", "system:kube-controller-manager"}
             groups = [g["name"] for g in (await api.ok("GET", "/apis"))["groups"]]
             assert groups.count("external.metrics.k8s.io") == 1 and "custom.metrics.k8s.io" in groups
             # the adapter publishes no OpenAPI: the group/version leaves the index, the built-in ones stay

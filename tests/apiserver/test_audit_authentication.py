@@ -60,7 +60,7 @@ async def test_request_received_is_written_once_authenticated_before_impersonati
             CONFIGMAPS, json={"metadata": {"name": "c"}}, headers={"Impersonate-User": "nobody"}) as r:
         assert r.status == 403
     events = [orjson.loads(line) for line in log.read_bytes().splitlines()]
-    received, complete = [e for e in events if e["user"]["username"] == "kubernetes-admin"]
+    received, complete = [e for e in events if e["user"]["username"] == "kubernetes-super-admin"]
     assert (received["stage"], complete["stage"]) == ("RequestReceived", "ResponseComplete")
     assert received["auditID"] == complete["auditID"]
     # written before the request was impersonated and authorized: neither is in it yet

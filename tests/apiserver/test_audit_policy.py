@@ -45,7 +45,7 @@ rules:
   - level: None
     users: ["alice"]
   - level: Metadata
-    users: ["kubernetes-admin"]
+    users: ["kubernetes-super-admin"]
     resources: [{group: "", resources: ["serviceaccounts"]}]
 """
 
@@ -66,7 +66,7 @@ class Cluster:
         out = []
         for line in self.log.read_bytes().splitlines():
             ev = orjson.loads(line)
-            if ev["user"]["username"] in ("kubernetes-admin", "system:anonymous") and \
+            if ev["user"]["username"] in ("kubernetes-super-admin", "system:anonymous") and \
                     all(ev.get(k) == v for k, v in match.items()):
                 out.append(ev)
         return out
@@ -159,8 +159,8 @@ async def test_non_resource_urls_and_a_user_a_none_rule_excludes(cluster):
             assert r.status == 200
     done = cluster.events(stage="ResponseComplete")
     assert [(e["user"]["username"], e["requestURI"], e["verb"]) for e in done] == [
-        ("kubernetes-admin", "/healthz", "get"), ("kubernetes-admin", "/healthz/ping", "get"),
-        ("kubernetes-admin", "/version", "get"), ("system:anonymous", "/healthz", "get")]
+        ("kubernetes-super-admin", "/healthz", "get"), ("kubernetes-super-admin", "/healthz/ping", "get"),
+        ("kubernetes-super-admin", "/version", "get"), ("system:anonymous", "/healthz", "get")]
     assert all("objectRef" not in e and e["level"] == "Metadata" and e["responseStatus"]["code"] == 200 for e in done)
 
 
@@ -170,7 +170,7 @@ async def test_an_impersonating_request_is_audited_as_its_requester_with_whom_it
     await cluster.kubectl("get", "serviceaccounts", "--as", "alice", "--as-group", "system:masters")
     received, ev = cluster.by_resource("serviceaccounts")
     assert received["stage"] == "RequestReceived" and "impersonatedUser" not in received  # (not yet known upstream)
-    assert ev["user"] == received["user"] == {"username": "kubernetes-admin",
+    assert ev["user"] == received["user"] == {"username": "kubernetes-super-admin",
                                               "groups": ["system:masters", "system:authenticated"]}
     assert ev["impersonatedUser"] == {"username": "alice", "groups": ["system:masters", "system:authenticated"]}
     assert ev["verb"] == "list" and ev["stage"] == "ResponseComplete"

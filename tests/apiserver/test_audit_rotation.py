@@ -28,7 +28,7 @@ kind: Policy
 omitStages: ["RequestReceived"]
 rules:
   - level: RequestResponse
-    users: ["kubernetes-admin"]
+    users: ["kubernetes-super-admin"]
     verbs: ["create"]
     resources: [{group: "", resources: ["configmaps"]}]
 """
@@ -70,7 +70,7 @@ def test_two_workers_rotate_one_log_without_losing_splitting_or_overfilling(tmp_
     texts = [gzip.decompress(p.read_bytes()) for p in backups] + [(data / "audit.log").read_bytes()]
     assert all(len(t) <= 1024 * 1024 for t in texts)
     names = [e["objectRef"]["name"] for t in texts for e in map(json.loads, t.splitlines())
-             if e["user"]["username"] == "kubernetes-admin" and e["objectRef"].get("namespace") == "default"]  # each line whole
+             if e["user"]["username"] == "kubernetes-super-admin" and e["objectRef"].get("namespace") == "default"]  # each line whole
     assert sorted(names) == sorted(f"cm-{i}" for i in range(60))  # each event once
 
 

@@ -37,7 +37,7 @@ async def test_an_event_too_large_loses_its_objects_or_is_dropped(tmp_path):
         async with admin.get("/metrics") as r:
             assert 'apiserver_audit_error_total{plugin="truncate"} 1' in (await r.text()).splitlines()
     events = {e["objectRef"]["name"]: e for e in map(orjson.loads, log.read_bytes().splitlines())
-              if e["user"]["username"] == "kubernetes-admin"}
+              if e["user"]["username"] == "kubernetes-super-admin"}
     assert set(events) == {"small", "large"}  # the secret's Metadata event, too large with nothing to take out: dropped
     assert events["small"]["requestObject"]["data"] == {"k": "v" * 10} and "audit.k8s.io/truncated" not in \
         events["small"]["annotations"]
@@ -56,7 +56,7 @@ async def test_the_webhooks_batches_are_split_to_the_max_batch_size(tmp_path, si
         await kubectl(tmp_path, "create", "configmap", "b")
     finally:
         await server.stop()  # what is pending, sent at shutdown: one batch of 400 at most, split
-    lists = [[e["objectRef"]["name"] for e in lst["items"] if e["user"]["username"] == "kubernetes-admin"]
+    lists = [[e["objectRef"]["name"] for e in lst["items"] if e["user"]["username"] == "kubernetes-super-admin"]
              for lst in sink.lists]
     assert [names for names in lists if names] == [["a"], ["b"]]
     assert all(len(lst["items"]) == 1 for lst in sink.lists)

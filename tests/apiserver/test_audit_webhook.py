@@ -60,7 +60,7 @@ class Sink:
         return web.Response(status=200)
 
     def events(self) -> list[dict]:
-        return [e for lst in self.lists for e in lst["items"] if e["user"]["username"] == "kubernetes-admin"]
+        return [e for lst in self.lists for e in lst["items"] if e["user"]["username"] == "kubernetes-super-admin"]
 
 
 @pytest.fixture
@@ -148,12 +148,12 @@ async def test_the_legacy_log_format_writes_text_and_the_webhook_still_gets_json
     finally:
         await server.stop()
     (create,) = sink.events()
-    lines = [x for x in (tmp_path / "audit.log").read_text().splitlines() if 'user="kubernetes-admin"' in x]
+    lines = [x for x in (tmp_path / "audit.log").read_text().splitlines() if 'user="kubernetes-super-admin"' in x]
     stamp = create["requestReceivedTimestamp"]
     stamp = stamp[:-1].rstrip("0").rstrip(".") + "Z"
     assert lines == [
         f'{stamp} AUDIT: id="{create["auditID"]}" stage="ResponseComplete" ip="127.0.0.1" method="create" '
-        'user="kubernetes-admin" groups="\\"system:masters\\",\\"system:authenticated\\"" as="<self>" '
+        'user="kubernetes-super-admin" groups="\\"system:masters\\",\\"system:authenticated\\"" as="<self>" '
         f'asgroups="<lookup>" user-agent="{create["userAgent"]}" namespace="default" '
         'uri="/api/v1/namespaces/default/configmaps?fieldManager=kubectl-create&fieldValidation=Strict" response="201"']
 
@@ -176,7 +176,7 @@ async def test_blocking_strict_sends_request_received_first_and_fails_a_request_
     try:
         await kubectl(tmp_path, "create", "configmap", "a")
         # RequestReceived was sent on its own, before the request went on; the rest once it was answered
-        stages = [[e["stage"] for e in lst["items"] if e["user"]["username"] == "kubernetes-admin"] for lst in sink.lists]
+        stages = [[e["stage"] for e in lst["items"] if e["user"]["username"] == "kubernetes-super-admin"] for lst in sink.lists]
         assert [s for s in stages if s] == [["RequestReceived"], ["ResponseComplete"]]
         sink.down = True  # every try answered 503
         ctx = admin_context(server.pki, tmp_path)
@@ -210,7 +210,7 @@ async def test_blocking_serves_a_request_whose_events_cannot_be_sent(tmp_path, s
 
 
 async def test_batch_mode_sends_a_batch_when_the_throttle_lets_it(tmp_path, sink):
-    (tmp_path / "policy.yaml").write_text(POLICY.replace("  - level: Request\n", "  - level: Request\n    users: [kubernetes-admin]\n"))
+    (tmp_path / "policy.yaml").write_text(POLICY.replace("  - level: Request\n", "  - level: Request\n    users: [kubernetes-super-admin]\n"))
     # one batch at once, then one every 1000 s
     webhook = WebhookBackend(str(tmp_path / "webhook.yaml"), "batch", max_batch=1, max_wait=3600, throttle=(0.001, 1))
     server = await _served(tmp_path, webhook)
@@ -253,6 +253,6 @@ async def test_close_returns_when_a_batch_fills_as_it_is_called(tmp_path, sink):
     webhook.start()
     for _ in range(3):  # the loop is waiting for a batch
         await asyncio.sleep(0)
-    webhook.add(b'{"user":{"username":"kubernetes-admin"},"verb":"create"}\n')  # wakes the loop ...
+    webhook.add(b'{"user":{"username":"kubernetes-super-admin"},"verb":"create"}\n')  # wakes the loop ...
     await webhook.close()  # ... in the turn this cancels it
     assert [e["verb"] for e in sink.events()] == ["create"]

@@ -1,7 +1,8 @@
 """`nanokube up`'s kubeconfigs, as kubeadm (1.29+) writes admin.conf and super-admin.conf: the
 printed KUBECONFIG's user is kubernetes-admin in kubeadm:cluster-admins, cluster-admin by a
 ClusterRoleBinding RBAC can take away; DIR/super-admin.conf's is in system:masters, which no
-binding grants and none can revoke (the break-glass credential, which the other tests act as)."""
+binding grants and none can revoke, as kubernetes-super-admin (the break-glass credential, which the
+other tests act as)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def test_the_printed_kubeconfig_is_kubeadms_admin_and_super_admin_conf_its_super
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)["status"]["userInfo"]
     assert whoami(printed) == {"username": "kubernetes-admin", "groups": [BINDING, "system:authenticated"]}
-    assert whoami(cluster.kubeconfig)["groups"] == ["system:masters", "system:authenticated"]
+    assert whoami(cluster.kubeconfig) == {"username": "kubernetes-super-admin",
+                                          "groups": ["system:masters", "system:authenticated"]}
     assert cluster.kubeconfig == str(cluster.data_dir / "super-admin.conf")
     assert _kubectl_as(cluster, printed, "auth", "can-i", "*", "*").stdout.strip() == "yes"
     binding = cluster.kubectl_json("get", "clusterrolebinding", BINDING)

@@ -150,7 +150,7 @@ def test_connect_admission_denies_exec(cluster, api, server):
     assert 'admission webhook "connect.hooks.example.com" denied the request: exec is audited elsewhere' in r.stderr
     req = server.calls_to("/connect")[-1]["request"]
     assert (req["kind"]["kind"], req["object"]["command"], req["userInfo"]["username"]) == (
-        "PodExecOptions", ["date"], "kubernetes-admin")
+        "PodExecOptions", ["date"], "kubernetes-super-admin")
 
 
 WIDGET_CRD = {
@@ -182,6 +182,6 @@ def test_webhooks_on_a_custom_resource(cluster, api, server):
     widget = {"apiVersion": "hooks.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": NS},
               "spec": {"size": 2}}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(widget))
-    assert cluster.kubectl_json("get", "widget", "w", "-n", NS)["spec"] == {"size": 2, "owner": "kubernetes-admin"}
+    assert cluster.kubectl_json("get", "widget", "w", "-n", NS)["spec"] == {"size": 2, "owner": "kubernetes-super-admin"}
     req = server.calls_to("/owner")[-1]["request"]
     assert req["kind"] == {"group": "hooks.example.com", "version": "v1", "kind": "Widget"}

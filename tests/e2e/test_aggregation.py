@@ -199,7 +199,7 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
     explained = cluster.kubectl("explain", "flunders.spec").stdout
     assert "What it refers to." in explained
     seen = cluster.kubectl_json("get", "flunders", "-n", "wardle")["items"][0]["metadata"]["annotations"]
-    assert seen["client-cn"] == "front-proxy-client" and seen["user"] == "kubernetes-admin"
+    assert seen["client-cn"] == "front-proxy-client" and seen["user"] == "kubernetes-super-admin"
     assert "system:masters" in seen["groups"].split(",") and seen["authorization"] == ""
 
     reg.delete_api_service(f"{VERSION}.{GROUP}")

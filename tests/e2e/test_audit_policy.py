@@ -87,7 +87,7 @@ def test_up_audits_by_the_policy_in_every_worker_and_component(audited):
             break
         time.sleep(0.2)
     cms = [e for e in events if e.get("objectRef", {}).get("resource") == "configmaps"
-           and e["objectRef"].get("namespace") == "audited" and e["user"]["username"] == "kubernetes-admin"]
+           and e["objectRef"].get("namespace") == "audited" and e["user"]["username"] == "kubernetes-super-admin"]
     root_ca = [e for e in events if e.get("objectRef", {}).get("name") == "kube-root-ca.crt"
                and e["objectRef"].get("namespace") == "audited"]  # the root CA publisher's, in-process
     assert root_ca[0]["verb"] == "create" and root_ca[0]["level"] == "RequestResponse"
@@ -100,7 +100,7 @@ def test_up_audits_by_the_policy_in_every_worker_and_component(audited):
     assert bindings[0]["level"] == "Metadata" and bindings[0]["stage"] == "ResponseComplete"
     pods = [e for e in events if e.get("objectRef", {}).get("resource") == "pods"
             and not e["objectRef"].get("subresource")]
-    assert [(e["verb"], e["user"]["username"]) for e in pods] == [("create", "kubernetes-admin")]
+    assert [(e["verb"], e["user"]["username"]) for e in pods] == [("create", "kubernetes-super-admin")]
     assert pods[0]["requestObject"]["metadata"]["name"] == "p" and "responseObject" not in pods[0]
     assert not [e for e in events if e.get("objectRef", {}).get("resource") == "namespaces"]
     assert not [e for e in events if e["stage"] == "RequestReceived"]
@@ -112,9 +112,9 @@ def test_up_sends_every_workers_events_to_the_audit_webhook(audited):
     for i in range(6):  # connections the kernel spreads over both workers
         c.kubectl("-n", "sent", "create", "configmap", f"c{i}")
         sent = [e["objectRef"]["name"] for lst in sink.lists for e in lst["items"]
-                if e["user"]["username"] == "kubernetes-admin"]
+                if e["user"]["username"] == "kubernetes-super-admin"]
         assert sent[-1] == f"c{i}"  # blocking: sent before kubectl had its answer
-    logged = {e["auditID"] for e in c.audit_events() if e["user"]["username"] == "kubernetes-admin"}
+    logged = {e["auditID"] for e in c.audit_events() if e["user"]["username"] == "kubernetes-super-admin"}
     assert {e["auditID"] for lst in sink.lists for e in lst["items"]
-            if e["user"]["username"] == "kubernetes-admin"} == logged
+            if e["user"]["username"] == "kubernetes-super-admin"} == logged
     assert all(lst["kind"] == "EventList" and lst["apiVersion"] == "audit.k8s.io/v1" for lst in sink.lists)

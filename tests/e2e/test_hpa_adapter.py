@@ -156,6 +156,6 @@ def test_a_pods_metric_from_a_custom_metrics_adapter(cluster, adapter):
     assert first[0] == "New size: 6; reason: pods metric requests_per_second above target"
     # the HPA found v1beta1 preferred in the group's discovery and read the adapter there
     assert any(r["path"] == "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/*/requests_per_second"
-               and r["query"].get("labelSelector") == "app=web" and r["user"] != "kubernetes-admin"
+               and r["query"].get("labelSelector") == "app=web" and r["user"] != "kubernetes-super-admin"
                for r in adapter.requests())
     c.kubectl("delete", "apiservice", "v1beta1.custom.metrics.k8s.io")

@@ -125,7 +125,7 @@ def test_kubectl_with_a_client_certificate_of_the_given_ca(cluster, pki, tmp_pat
     assert whoami["status"]["userInfo"]["username"] == "alice"
     assert "system:masters" in whoami["status"]["userInfo"]["groups"]
     # `up`'s own kubeconfigs trust the given CA and hold certificates of it (the signing CA's)
-    assert cluster.kubectl_json("auth", "whoami")["status"]["userInfo"]["username"] == "kubernetes-admin"
+    assert cluster.kubectl_json("auth", "whoami")["status"]["userInfo"]["username"] == "kubernetes-super-admin"
     printed = cluster.kubectl_json("--kubeconfig", str(cluster.data_dir / "kubeconfig"), "auth", "whoami")
     assert printed["status"]["userInfo"]["groups"] == ["kubeadm:cluster-admins", "system:authenticated"]
     # extension API servers learn the given CAs

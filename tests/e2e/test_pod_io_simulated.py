@@ -229,4 +229,4 @@ def test_hpa_scales_when_the_simulated_usage_rises(c):
 
 def test_whoami(c):
     out = c.kubectl("auth", "whoami").stdout
-    assert "kubernetes-admin" in out and "system:masters" in out
+    assert "kubernetes-super-admin" in out and "system:masters" in out

@@ -179,7 +179,7 @@ def test_an_aggregated_api_served_by_a_pod_is_reached_through_its_service(webhoo
     c = webhook_cluster
     serve_things_api(c)
     assert json.loads(c.kubectl("get", "--raw", "/apis/things.nanokube.test/v1").stdout)["resources"][0]["name"] == "whoami"
-    assert json.loads(c.kubectl("get", "--raw", "/apis/things.nanokube.test/v1/whoami").stdout) == {"user": "kubernetes-admin"}
+    assert json.loads(c.kubectl("get", "--raw", "/apis/things.nanokube.test/v1/whoami").stdout) == {"user": "kubernetes-super-admin"}
     c.kubectl("delete", "apiservice", "v1.things.nanokube.test")
     c.kubectl("delete", "pod", "things", "--wait=false")
     c.kubectl("delete", "service", "things")

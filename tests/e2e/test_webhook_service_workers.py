@@ -209,7 +209,7 @@ def test_every_worker_proxies_to_an_aggregated_api_served_by_a_pod(workers_clust
     serve_things_api(c)
     for conn in one_per_worker(c):
         code, doc = conn.call("GET", "/apis/things.nanokube.test/v1/whoami")
-        assert (code, doc) == (200, {"user": "kubernetes-admin"})
+        assert (code, doc) == (200, {"user": "kubernetes-super-admin"})
         conn.http.close()
     c.kubectl("delete", "apiservice", "v1.things.nanokube.test")
     c.kubectl("delete", "pod", "things", "--wait=false")

@@ -203,7 +203,7 @@ async def test_configured_defaults_and_exemptions(tmp_path):
         exempt_rc = await sent(api, "POST", f"{NS}/default/pods", pod("y", hostPID=True, runtimeClassName="trusted"))
         server.rest.admission.pod_security.configure(Config.parse({
             "apiVersion": "pod-security.admission.config.k8s.io/v1", "kind": "PodSecurityConfiguration",
-            "defaults": {"enforce": "baseline"}, "exemptions": {"usernames": ["kubernetes-admin"]}}))
+            "defaults": {"enforce": "baseline"}, "exemptions": {"usernames": ["kubernetes-super-admin"]}}))
         exempt_user = await sent(api, "POST", f"{NS}/default/pods", pod("z", hostPID=True))  # the kubeconfig's user
         exemptions = server.rest.admission.pod_security.metrics.exemptions.values
     assert defaulted[0] == 403 and 'violates PodSecurity "baseline:latest"' in defaulted[1]["message"]
