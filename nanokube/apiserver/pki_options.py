@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..pki import jwt
+from ..pki.chain import holds, issuer_of
 from ..pki.ca import CLUSTER_ADMINS, KeyPair, ensure_cluster_admin, ensure_front_proxy, issue, super_admin
 from .serving_tls import SNICert, ServingTLS
 
@@ -255,12 +256,11 @@ def client_trust(o: PKIOptions, pki, signers: dict[str, tuple[str, str]]) -> byt
     for path in ([o.client_ca] if o.client_ca else []) + [cert for cert, _ in signers.values()]:
         with open(path, "rb") as f:
             known += _certificates(f.read())
-    top = chain[-1] if chain else None
-    for ca in known:
-        if top is not None and ca.subject == top.issuer:
-            from cryptography.hazmat.primitives import serialization
+    ca = issuer_of(chain[-1], known) if chain else None  # (by key: two CAs `up` knows may share a name)
+    if ca is not None:
+        from cryptography.hazmat.primitives import serialization
 
-            return ca.public_bytes(serialization.Encoding.PEM)
+        return ca.public_bytes(serialization.Encoding.PEM)
     log.warning("no CA nanokube knows issued --tls-cert-file's certificate: the admin kubeconfig trusts DIR/pki/ca.crt")
     return pki.ca.cert_pem
 
@@ -271,14 +271,16 @@ def admin_credentials(o: PKIOptions, pki, serving: ServingTLS | None,
     and of super-admin.conf (kubernetes-super-admin in system:masters): DIR/pki's, unless
     --client-ca-file leaves DIR/pki's CA out; then ones `up` issues with the kube-apiserver-client
     signer's CA where the client CAs hold it (kubeadm's ca.crt is both), else DIR/pki's, said in
-    the log."""
-    if not o.client_ca or serving is None or pki.ca.cert.subject in serving.client_issuers:
+    the log. A CA is held by its key
+    and name, not its name alone: a rotated CA keeps the name, and certificates of its old key
+    would not authenticate."""
+    if not o.client_ca or serving is None or holds(serving.client_cas, pki.ca.cert):
         return ensure_cluster_admin(pki.dir, pki.ca), pki.admin
     files = signers.get("kubernetes.io/kube-apiserver-client")
     if files:
         with open(files[0], "rb") as c, open(files[1], "rb") as k:
             ca = KeyPair(c.read(), k.read())
-        if ca.cert.subject in serving.client_issuers:
+        if holds(serving.client_cas, ca.cert):
             return issue(ca, "kubernetes-admin", organizations=(CLUSTER_ADMINS,), client=True), super_admin(ca)
     log.warning("--client-ca-file holds neither DIR/pki's CA nor a --cluster-signing CA: the admin kubeconfigs' "
                 "certificates will not authenticate")

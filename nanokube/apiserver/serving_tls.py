@@ -83,10 +83,10 @@ class ServingTLS:
                                    *(p for c in self.sni for p in (c.cert, c.key))) if isinstance(s, str)]
         self._seen: tuple = ()
         self._checked = float("-inf")
-        #: the CAs of users' and of front proxies' certificates (DER), and the users' CAs' subjects
+        #: the CAs of users' and of front proxies' certificates (DER), and the users' CAs
         self.client_ders: frozenset[bytes] = frozenset()
         self.requestheader_ders: frozenset[bytes] = frozenset()
-        self.client_issuers: frozenset[x509.Name] = frozenset()
+        self.client_cas: tuple[x509.Certificate, ...] = ()
         self.client_ca_pem = self.requestheader_ca_pem = b""
         self._default: ssl.SSLContext | None = None
         self._by_name: list[tuple[str, ssl.SSLContext]] = []
@@ -125,7 +125,7 @@ class ServingTLS:
         self._default, self._by_name = default, by_name
         self.client_ders = frozenset(c.public_bytes(Encoding.DER) for c in clients)
         self.requestheader_ders = frozenset(c.public_bytes(Encoding.DER) for c in proxies)
-        self.client_issuers = frozenset(c.subject for c in clients)
+        self.client_cas = tuple(clients)
         self.client_ca_pem, self.requestheader_ca_pem = client_ca, requestheader_ca
 
     def watches_files(self) -> bool:

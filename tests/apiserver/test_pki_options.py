@@ -72,6 +72,31 @@ def test_clients_trust_the_ca_that_issued_the_given_serving_certificate(tmp_path
     assert "no CA nanokube knows issued --tls-cert-file's certificate" in caplog.text
 
 
+def test_two_cas_of_one_name_are_told_apart_by_key(tmp_path):
+    """A CA is found by the key that signed, as Go's x509 builds a chain, not by its name: the
+    serving certificate's CA where the client CAs hold another of the same subject first, and the
+    admin kubeconfigs' issuer where the client CAs hold a CA named as DIR/pki's (rotated) but of
+    another key."""
+    old, new = new_ca("kubernetes"), new_ca("kubernetes")
+    assert old.cert.subject == new.cert.subject
+    leaf = issue(new, "kube-apiserver", dns_names=("localhost",), server=True)
+    (tmp_path / "serving.crt").write_bytes(leaf.cert_pem)
+    (tmp_path / "serving.key").write_bytes(leaf.key_pem)
+    pki = ensure_pki(str(tmp_path))
+    rotated, signer = new_ca(), new_ca("kubernetes-signer")  # (DIR/pki's CA is nanokube-ca too)
+    assert rotated.cert.subject == pki.ca.cert.subject
+    (tmp_path / "clients.crt").write_bytes(old.cert_pem + new.cert_pem + rotated.cert_pem + signer.cert_pem)
+    (tmp_path / "signer.crt").write_bytes(signer.cert_pem)
+    (tmp_path / "signer.key").write_bytes(signer.key_pem)
+    given = PKIOptions(serving=(str(tmp_path / "serving.crt"), str(tmp_path / "serving.key")),
+                       client_ca=str(tmp_path / "clients.crt"))
+    signers = {"kubernetes.io/kube-apiserver-client": (str(tmp_path / "signer.crt"), str(tmp_path / "signer.key"))}
+    assert client_trust(given, pki, signers) == new.cert_pem
+    admin, super_admin = pki_options.admin_credentials(given, pki, pki_options.tls(given, pki), signers)
+    for kp in (admin, super_admin):
+        kp.cert.verify_directly_issued_by(signer.cert)  # (raises where DIR/pki's CA issued it)
+
+
 def test_no_jwt_issuer_of_the_authentication_config_may_be_a_service_account_issuer(tmp_path, capsys):
     config = tmp_path / "authn.yaml"
     config.write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n"
