@@ -158,18 +158,31 @@ class ServingTLS:
             conn.context = ctx
 
 
+def _private_chain_reader():
+    """How a Python before 3.13 gives a connection's verified chain: 3.13's SSLObject has it as a
+    public method (DER); before, only the private object an SSLObject wraps has it (as
+    certificates), and neither the rest of ssl nor `cryptography` (which sees no connection) has
+    another way to the intermediates a client sent. Where neither is there, the import fails: a
+    server that could not tell whose CA anchors a client certificate must not start."""
+    if hasattr(ssl.SSLObject, "get_verified_chain"):
+        return None
+    if hasattr(getattr(ssl._ssl, "_SSLSocket", None), "get_verified_chain"):
+        der = ssl._ssl.ENCODING_DER
+        return lambda obj: [c.public_bytes(der) for c in obj._sslobj.get_verified_chain() or ()]
+    raise ImportError("this Python's ssl module gives no verified certificate chain of a connection "
+                      "(SSLObject.get_verified_chain, public since 3.13)")
+
+
+_private_chain = _private_chain_reader()
+
+
 def verified_chain(transport) -> list[bytes]:
     """A connection's client certificate chain as the handshake verified it (DER, the leaf first,
-    then the intermediates the client sent, up to the CA of ours it ends in); [] without one.
-    (Python 3.13's SSLObject gives it as DER; 3.11's has it only on the object it wraps, as
-    certificates.)"""
+    then the intermediates the client sent, up to the CA of ours it ends in); [] without one."""
     obj = transport.get_extra_info("ssl_object") if transport else None
     if obj is None:
         return []
-    if hasattr(obj, "get_verified_chain"):
-        return obj.get_verified_chain()
-    chain = obj._sslobj.get_verified_chain()
-    return [c.public_bytes(ssl._ssl.ENCODING_DER) for c in chain] if chain else []
+    return obj.get_verified_chain() if hasattr(obj, "get_verified_chain") else _private_chain(obj)
 
 
 def signed_by(tls: ServingTLS, chain: list[bytes]) -> tuple[bool, bool]:

@@ -3,6 +3,7 @@ connection gets what the files hold now, a pair that does not load keeps the las
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import ssl
@@ -114,3 +115,38 @@ def test_a_ca_file_of_an_intermediate_alone_verifies_its_certificates(tmp_path):
     assert chains == [[ssl.PEM_cert_to_DER_cert(p.decode()) for p in (carol.cert_pem, mid.cert_pem)]]
     assert signed_by(tls, chains[0]) == (False, True)  # (the users' CA anchors it)
     assert _handshake(tls, tmp_path, issue(root, "dan", client=True))[1] is None
+
+
+def test_the_verified_chain_is_read_from_asyncios_transport(tmp_path):
+    """The server judges a client certificate by the chain the handshake verified, read from
+    asyncio's TLS transport: on 3.11 through the private object the SSL object wraps (the only way
+    there), on 3.13 through the public method. Should either go, this fails here rather than
+    requests turning anonymous."""
+    root = new_ca("root")
+    mid = new_ca("intermediate", parent=root)
+    server = issue(root, "server", ips=("127.0.0.1",), server=True)
+    tls = ServingTLS((server.cert_pem, server.key_pem), root.cert_pem, new_ca("front").cert_pem)
+    erin = issue(mid, "erin", client=True)
+
+    async def chain() -> list[bytes]:
+        got = asyncio.get_running_loop().create_future()
+
+        def connected(_reader, writer) -> None:
+            got.set_result(verified_chain(writer.transport))
+            writer.close()
+
+        srv = await asyncio.start_server(connected, "127.0.0.1", 0, ssl=tls.context())
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        ctx.load_cert_chain(_write(tmp_path / "erin.crt", erin.cert_pem + mid.cert_pem),
+                            _write(tmp_path / "erin.key", erin.key_pem))
+        _, writer = await asyncio.open_connection("127.0.0.1", srv.sockets[0].getsockname()[1], ssl=ctx)
+        try:
+            return await asyncio.wait_for(got, 10)
+        finally:
+            writer.close()
+            srv.close()
+            await srv.wait_closed()
+
+    assert asyncio.run(chain()) == [ssl.PEM_cert_to_DER_cert(p.decode()) for p in (erin.cert_pem, mid.cert_pem,
+                                                                                   root.cert_pem)]
