@@ -529,6 +529,13 @@ class Subresources:
                 raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
                                       {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
                                           {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
+            uid, live_uid = (written.get("metadata") or {}).get("uid"), entry.obj["metadata"].get("uid")
+            if uid and uid != live_uid and not res.strategy.unstructured:
+                # a built-in kind's scaleUpdatedObjectInfo takes the Scale's uid as a precondition (a
+                # custom resource's does not); it was ignored, so a Scale read before the parent was
+                # deleted and made again scaled the new one
+                raise errors.conflict(res.group, f"{res.plural}/scale", name, "Precondition failed: UID in "
+                                      f"precondition: {uid}, UID in object meta: {live_uid}")
             if ext is entry.obj:  # (a built-in kind's)
                 await res.strategy.prepare_conversion([entry.obj], version)
                 ext = self.rest._external(res, entry.obj, version)

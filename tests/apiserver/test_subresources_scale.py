@@ -126,6 +126,9 @@ async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
         assert w["spec"]["size"] == 4 and entries["kubectl"]["fieldsV1"] == {"f:spec": {"f:size": {}}}
         assert entries["kubectl"]["subresource"] == "scale" and "time" not in entries["kubectl"]
         assert "app" not in entries  # its one field was taken
+        # (a custom resource's Scale takes no uid precondition, unlike a built-in workload's)
+        other = {**scale(5), "metadata": {"name": "d", "uid": "other-uid"}}
+        assert (await call(c, "PUT", f"{widgets}/d/scale", other, "kubectl"))["spec"]["replicas"] == 5
 
 
 async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_bad_request(tmp_path):
@@ -158,6 +161,29 @@ async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_b
         assert (d["metadata"]["namespace"], d["spec"]["replicas"]) == ("default", 1)
         assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", scale(2), "m"))["spec"]["replicas"] == 2
 
+
+
+async def test_a_scale_naming_another_uid_is_a_conflict_and_changes_nothing(tmp_path):
+    """A built-in workload's Scale carries its uid as a precondition (scaleUpdatedObjectInfo): one naming
+    another uid, by update, merge patch or apply, is the 409 of deployments/scale and leaves the replicas
+    as they were, after the Scale's own validation; a custom resource's Scale has no such check. It was
+    ignored (a 200), so a Scale read before the parent was deleted and made again scaled the new one
+    (found by fuzz64's subresource probes)."""
+    async with served(tmp_path) as (_, c):
+        d = await call(c, "POST", DEPLOYMENTS, deployment(1), "app")
+        uid = d["metadata"]["uid"]
+        words = (f'Operation cannot be fulfilled on deployments/scale.apps "d": Precondition failed: UID in '
+                 f'precondition: other-uid, UID in object meta: {uid}')
+        stale = {**scale(4), "metadata": {"name": "d", "uid": "other-uid"}}
+        for body, ctype in ((stale, "application/json"), ({"metadata": {"uid": "other-uid"}, "spec": {"replicas": 4}},
+                                                            "application/merge-patch+json"), (stale, APPLY)):
+            method = "PUT" if ctype == "application/json" else "PATCH"
+            assert await refused(c, method, f"{DEPLOYMENTS}/d/scale", body, "m", ctype, force=ctype == APPLY) == (
+                409, words), ctype
+        assert (await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", {**stale, "spec": {"replicas": -1}}, "m"))[0] == 422
+        assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+        same = {**scale(4), "metadata": {"name": "d", "uid": uid}}
+        assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", same, "m"))["spec"]["replicas"] == 4
 
 
 async def test_a_scale_patch_that_leaves_no_object_metadata_is_the_scales_decode_error(tmp_path):
