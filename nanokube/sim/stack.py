@@ -113,7 +113,10 @@ class SimulatedControlPlane:
             strategy.now = self.clock.rfc3339
         if self.serve_port is not None:
             await s.start()
-            write_kubeconfig(self.kubeconfig, s.url, s.pki)
+            # kubeadm's super-admin.conf's user (kubernetes-super-admin in system:masters), not admin.conf's:
+            # kubernetes-admin is cluster-admin by the kubeadm:cluster-admins binding, an object a served
+            # run would have and the same run unserved would not (each create draws a seeded uid)
+            write_kubeconfig(self.kubeconfig, s.url, s.pki, user="super-admin")
         else:
             await s.store.start()
             await s.cache.start()

@@ -47,6 +47,10 @@ def test_a_served_watch_lasts_in_real_time_at_a_high_speed(tmp_path):
                 kubeconfig = m.group(1)
             time.sleep(0.1)
         assert kubeconfig, f"no kubeconfig announced: {log.read_text()[-2000:]}"
+        whoami = subprocess.run([KUBECTL, "--kubeconfig", kubeconfig, "auth", "whoami", "-o", "json"],
+                                capture_output=True, text=True, timeout=60)
+        assert json.loads(whoami.stdout)["status"]["userInfo"] == {  # (kubeadm's super-admin.conf's user)
+            "username": "kubernetes-super-admin", "groups": ["system:masters", "system:authenticated"]}, whoami.stderr
         watch = subprocess.Popen([KUBECTL, "--kubeconfig", kubeconfig, "get", "--raw",
                                   "/api/v1/namespaces/default/pods?watch=1"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
