@@ -164,9 +164,43 @@ async def test_an_empty_precondition_is_compared_not_ignored():
             async with s.get(f"{cms}/a") as r:
                 kept = r.status
         assert got[0][:2] == got[1][:2] == (409, "Conflict"), got
-        assert got[0][2].startswith("Precondition failed: UID in precondition: , UID in object meta: "), got
-        assert got[1][2].startswith("Precondition failed: ResourceVersion in precondition: , ResourceVersion in object meta: "), got
+        assert got[0][2].startswith("the UID in the precondition () does not match the UID in record ("), got
+        assert got[1][2].startswith("the ResourceVersion in the precondition () does not match the ResourceVersion "
+                                    "in record ("), got
         assert got[2][0] == 200 and kept == 200
+    finally:
+        await server.stop()
+
+
+async def test_a_stale_precondition_is_before_deletes_conflict_naming_the_kind():
+    """Store.Delete checks the preconditions first in BeforeDelete, whose 409 names the object's kind (in
+    its group) and says what may have happened; the storage layer's own "Precondition failed" text is only
+    for a precondition an object written meanwhile fails (test_write_races). It was the storage's text."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}/apis/apps/v1/namespaces/default/deployments"
+    deployment = {"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(base, json=deployment) as r:
+                md = (await r.json())["metadata"]
+            got = []
+            for pre in ({"uid": "other"}, {"resourceVersion": "1"}):
+                async with s.delete(f"{base}/d", json={"preconditions": pre}) as r:
+                    status = await r.json()
+                    got.append((r.status, status["message"], status["details"]))
+            async with s.get(f"{base}/d") as r:
+                kept = r.status
+        details = {"name": "d", "group": "apps", "kind": "Deployment"}
+        assert got == [
+            (409, f'Operation cannot be fulfilled on Deployment.apps "d": the UID in the precondition (other) does '
+                  f'not match the UID in record ({md["uid"]}). The object might have been deleted and then recreated',
+             details),
+            (409, f'Operation cannot be fulfilled on Deployment.apps "d": the ResourceVersion in the precondition (1) '
+                  f'does not match the ResourceVersion in record ({md["resourceVersion"]}). The object might have '
+                  f'been modified', details)]
+        assert kept == 200
     finally:
         await server.stop()
 

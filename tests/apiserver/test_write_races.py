@@ -100,7 +100,11 @@ async def test_a_delete_naming_the_resource_version_it_read_is_refused_once_anot
         store.race("/registry/configmaps/default/c", 1)
         code, out = await send(api, "DELETE", f"{CMS}/c",
                                {"preconditions": {"resourceVersion": made["metadata"]["resourceVersion"]}})
-        assert code == 409 and "Precondition failed: ResourceVersion" in out["message"]
+        # (the storage layer's words: the first read passed BeforeDelete's check, the race's winner fails it)
+        assert code == 409 and out["message"].startswith(
+            'Operation cannot be fulfilled on configmaps "c": StorageError: invalid object, Code: 4, Key: '
+            '/registry/configmaps/default/c, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: '
+            f'ResourceVersion in precondition: {made["metadata"]["resourceVersion"]}, ResourceVersion in object meta: ')
         assert (await send(api, "GET", f"{CMS}/c"))[0] == 200
 
 
