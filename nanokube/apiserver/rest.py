@@ -1825,12 +1825,16 @@ class GenericREST:
             if attempt == 0 and _converts(res.strategy):  # Store.Delete's Get decodes it at the request's
                 await res.strategy.prepare_conversion([obj], version)  # version: a failed conversion fails it
             pre = options.get("preconditions") or {}
-            if pre.get("uid") is not None and pre["uid"] != md.get("uid"):
-                raise errors.conflict(res.group, res.plural, name,
-                                      f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {md.get('uid')}")
-            if pre.get("resourceVersion") is not None and pre["resourceVersion"] != md.get("resourceVersion"):
-                raise errors.conflict(res.group, res.plural, name,
-                                      f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {md.get('resourceVersion')}")
+            for f, what, why in (("uid", "UID", "deleted and then recreated"),
+                                 ("resourceVersion", "ResourceVersion", "modified")):
+                if pre.get(f) is not None and pre[f] != md.get(f):
+                    if attempt == 0:  # BeforeDelete's early check, which names the kind
+                        raise errors.conflict(res.group, res.kind, name, f"the {what} in the precondition "
+                                              f"({pre[f]}) does not match the {what} in record ({md.get(f)}). "
+                                              f"The object might have been {why}")
+                    # the storage's own, on the object a lost race left
+                    raise errors.conflict(res.group, res.plural, name,
+                                          _precondition_failed(key, what, pre[f], md.get(f)))
             if attempt == 0:
                 await self._delete_admission(res, version, obj, options, opts)
             policy = options.get("propagationPolicy")
