@@ -139,7 +139,10 @@ class WorkQueue:
     def add_rate_limited(self, key: Hashable) -> None:
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        self.add_after(key, min(self._base * (2 ** n), self._max))
+        # the exponent stops growing past the cap (as client-go's limiter returns its maximum once the
+        # backoff passes MaxInt64): 2**1024 seconds no longer converts to a float, and raising here
+        # would end the worker that retries a key failing for long
+        self.add_after(key, min(self._base * (2 ** min(n, 64)), self._max))
 
     def forget(self, key: Hashable) -> None:
         self._failures.pop(key, None)

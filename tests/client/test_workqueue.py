@@ -87,6 +87,17 @@ async def test_rate_limited_requeue_backs_off_exponentially_until_forgotten():
     assert clock.delays[-1] == 1.0
 
 
+async def test_a_key_failing_past_a_thousand_retries_still_waits_the_longest_delay():
+    clock = RecordingClock()
+    q = WorkQueue(clock, base_delay=0.005, max_delay=60.0)
+    for _ in range(1100):
+        q.add_rate_limited("k")
+        assert await q.get() == "k"
+        q.done("k")
+    assert q.num_requeues("k") == 1100
+    assert clock.delays[-100:] == [60.0] * 100
+
+
 class GatedClock(Clock):
     """Sleeps end only when the test opens the gate."""
 
