@@ -33,7 +33,8 @@ MONITOR_PERIOD = 30.0
 #: and each was handed to a monitor's informer and kept in the owner graph for nothing.
 IGNORED = frozenset({"events", "events.events.k8s.io"})
 #: the resources whose objects add served resources: a change of one looks for new resources at once
-#: instead of at the next `MONITOR_PERIOD` (a custom resource's dependents are collected from its start)
+#: instead of at the next `MONITOR_PERIOD` (a custom resource's dependents are collected from its start,
+#: where upstream's collector monitors it at its next Sync, up to 30 s on)
 SERVING = frozenset({"customresourcedefinitions.apiextensions.k8s.io"})
 #: what an owner reference points at, as classifyReferences sorts them
 SOLID, DANGLING, WAITING = "solid", "dangling", "waiting"
@@ -76,6 +77,10 @@ class GarbageCollector(Controller):
         self._infs = []
         self._monitored: set[str] = set()
         self._started = False
+        #: the read of discovery a CRD the client's copy lacks asked for (`_serving_changed`), and
+        #: whether another CRD event asked again while it ran
+        self._reading: asyncio.Task | None = None
+        self._read_again = False
         self.recorder = CoreEventRecorder(events_client or client, "garbage-collector-controller", self.clock)
         self._add_monitors()
 
@@ -93,7 +98,7 @@ class GarbageCollector(Controller):
                              on_update=lambda old, o, rc=rc: self._observe(rc, o),
                              on_delete=lambda o, rc=rc: self._forget(o))
             if r.group_resource in SERVING:
-                inf.add_handlers(on_add=lambda o: self._rediscover(), on_update=lambda old, o: self._rediscover())
+                inf.add_handlers(on_add=self._serving_changed, on_update=lambda old, o: self._serving_changed(o))
             added.append(inf)
         self._infs.extend(added)
         return added
@@ -109,6 +114,49 @@ class GarbageCollector(Controller):
         if self._started:
             self.informer_factory.start(self._add_monitors())
 
+    def _serving_changed(self, crd: dict) -> None:
+        """A CRD changed: monitors for what it serves. Where the client's copy of discovery lacks
+        that (over HTTP a copy is read at start and then when asked), discovery is read again first,
+        in the background: the CRD's event is the miss that a RESTMapper reset answers, so its
+        resource is monitored at once with no periodic read (an idle client stays idle)."""
+        if not self._started:
+            return
+        if not self._unlisted(crd):
+            self._rediscover()
+            return
+        self._read_again = True
+        if self._reading is None:
+            self._reading = asyncio.create_task(self._read_discovery())
+            self._tasks.append(self._reading)
+
+    def _unlisted(self, crd: dict) -> bool:
+        """Whether the CRD serves a version its accepted names put at a path discovery (as the client
+        read it) lists no resource at; one not served yet (names not accepted) or going serves none."""
+        spec, status = crd.get("spec") or {}, crd.get("status") or {}
+        plural = (status.get("acceptedNames") or {}).get("plural")
+        accepted = any(c.get("type") in ("NamesAccepted", "Established") and c.get("status") == "True"
+                       for c in status.get("conditions") or ())
+        if not plural or not accepted or crd["metadata"].get("deletionTimestamp"):
+            return False
+        return any(v.get("served") and self.client.index.get(spec.get("group", ""), v.get("name"), plural) is None
+                   for v in spec.get("versions") or ())
+
+    async def _read_discovery(self) -> None:
+        """Discovery read, and monitors started, until no CRD event asked again meanwhile (a read
+        already in flight when one came may have been answered before its CRD was served)."""
+        try:
+            while self._read_again:
+                self._read_again = False
+                try:
+                    await self.client.discover()
+                except EXPECTED as e:  # the next CRD event or periodic look reads it again
+                    log.warning("garbage collector: reading discovery failed: %s", e)
+                    return
+                self._rediscover()
+        finally:
+            self._tasks.remove(self._reading)
+            self._reading = None
+
     async def start(self) -> None:
         await super().start()
         self._started = True
@@ -118,8 +166,9 @@ class GarbageCollector(Controller):
     async def _resync_monitors(self) -> None:
         """Rediscovers resources every `MONITOR_PERIOD`, reading discovery afresh as upstream's GC
         Sync does (over HTTP the client reads it only when asked; a CRD's events look at once
-        besides, `SERVING`, at what the client last read). A monitor of a resource no longer
-        served just sees no events."""
+        besides, `SERVING`). What only this look finds: a resource an aggregated APIService serves,
+        one whose CRD event came while a read failed. A monitor of a resource no longer served just
+        sees no events."""
         while True:
             await self.clock.sleep(MONITOR_PERIOD)
             try:

@@ -4,6 +4,7 @@ from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.client.http import HTTPClient
 from nanokube.client.kubeconfig import Credentials
+from nanokube.client.metrics import REQUESTS
 from nanokube.machinery.errors import APIError
 from nanokube.store.memory import MemoryStore
 from nanokube.controllers.garbagecollector import GarbageCollector
@@ -419,25 +420,49 @@ async def test_a_crd_established_while_the_collector_starts_is_monitored_from_it
         await server.stop()
 
 
-async def test_over_http_each_periodic_look_reads_discovery_afresh():
-    """Over HTTP the client reads discovery at start and then only when asked: a CRD served after the
-    collector started reaches it (its events) while the client's copy lacks it, so the collector's
-    next periodic look reads discovery itself, as upstream's GC Sync does, and monitors it then."""
+async def test_over_http_a_crd_served_later_is_monitored_at_its_event_and_its_objects_collected():
+    """Over HTTP the client reads discovery at start and then when asked: a CRD served after the
+    collector started is a miss its event shows, so discovery is read then and the resource monitored
+    at once (upstream's collector waits for its next Sync, up to 30 s; here the clock never moves, so
+    no periodic look helps). A custom parent's background and foreground deletions take its custom
+    child along; a later change of the CRD, whose resource discovery lists, reads nothing."""
     server, clock = await crd_server(), ManualClock()
     client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
     await client.start()
-    gc = GarbageCollector(client, clock=clock)  # its looks at 30 s, 60 s, ...
+    gc = GarbageCollector(client, clock=clock)
     await gc.start()
     try:
         await establish_things(server)
-        await clock.advance(29)
-        assert "things.gc.example.com" not in gc._monitored
-        assert client.index.by_kind("gc.example.com", "Thing") is None
-        await clock.advance(1)
 
         async def monitored():
             return "things.gc.example.com" in gc._monitored
-        assert await eventually(monitored)
+        assert await eventually(monitored, timeout=10)
+        things = client.resource("gc.example.com", "v1", "things")
+        for policy in ("Background", "Foreground"):
+            parent = await things.create({"apiVersion": "gc.example.com/v1", "kind": "Thing",
+                                          "metadata": {"name": "parent", "namespace": NS}})
+            ref = {"apiVersion": "gc.example.com/v1", "kind": "Thing", "name": "parent",
+                   "uid": parent["metadata"]["uid"], "blockOwnerDeletion": True}
+            await things.create({"apiVersion": "gc.example.com/v1", "kind": "Thing",
+                                 "metadata": {"name": "child", "namespace": NS, "ownerReferences": [ref]}})
+
+            async def observed():
+                return parent["metadata"]["uid"] in gc.dependents
+            assert await eventually(observed, timeout=10)
+            await things.delete("parent", NS, propagation_policy=policy)
+            assert await eventually(gone(things, "child"), timeout=10), policy
+            assert await eventually(gone(things, "parent"), timeout=10), policy
+
+        gets = REQUESTS.labels("200", "GET", client.host).value
+        crds = LocalClient(server.rest).resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        await crds.patch("things.gc.example.com", {"metadata": {"labels": {"seen": "yes"}}})
+        crd_monitor = next(i for i in gc.informers() if i.rc.res.plural == "customresourcedefinitions")
+
+        async def seen():
+            crd = crd_monitor.get("things.gc.example.com")
+            return crd is not None and (crd["metadata"].get("labels") or {}).get("seen") == "yes"
+        assert await eventually(seen, timeout=10)
+        assert REQUESTS.labels("200", "GET", client.host).value == gets
     finally:
         await gc.stop()
         await client.close()
