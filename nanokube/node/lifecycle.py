@@ -828,6 +828,9 @@ class PodWorker:
             s["containerID"] = self._container_id(name, restarts)
         elif "terminated" in s["lastState"] and ended >= 0:  # waiting to restart: the instance that ended
             s["containerID"] = self._container_id(name, ended)
+        else:  # never created (its image pulling or failing, its config missing): the spec's image, as
+            # given, and no image ID (convertToAPIContainerStatuses' default status; no runtime status)
+            s["image"], s["imageID"] = c.get("image", ""), ""
         if "terminated" in s["lastState"] and ended >= 0:
             s["lastState"] = {"terminated": {**s["lastState"]["terminated"],
                                              "containerID": self._container_id(name, ended)}}

@@ -52,8 +52,9 @@ def test_an_image_that_is_no_valid_reference_is_invalid_image_name_never_pulled(
     assert wait_for(status_is(c, "bad-ref", "InvalidImageName"))[1] == "0/1"
     message = ('Failed to apply default image tag "Foo:a:b": couldn\'t parse image name "Foo:a:b": '
                "invalid reference format: repository name (library/Foo) must be lowercase")
-    waiting = c.kubectl_json("get", "pod", "bad-ref")["status"]["containerStatuses"][0]["state"]["waiting"]
-    assert waiting == {"reason": "InvalidImageName", "message": message}
+    status = c.kubectl_json("get", "pod", "bad-ref")["status"]["containerStatuses"][0]
+    assert status["state"]["waiting"] == {"reason": "InvalidImageName", "message": message}
+    assert (status["image"], status["imageID"]) == ("Foo:a:b", ""), "never created: the image as given, no ID"
     events = wait_for(lambda: (items := c.kubectl_json("get", "events", "--field-selector",
                                                        "involvedObject.name=bad-ref")["items"])
                       and {e["reason"] for e in items} >= {"InspectFailed", "Failed"} and items, 30, "the events")

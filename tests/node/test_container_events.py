@@ -150,6 +150,9 @@ async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # n
         return check
     st, w = await eventually(waiting("ErrImagePull"))
     assert st["phase"] == "Pending" and w["message"] == error
+    never_created = st["containerStatuses"][0]  # no runtime status: the spec's image as given, no ID
+    assert (never_created["image"], never_created["imageID"]) == ("busybox:1.36", "")
+    assert "containerID" not in never_created
     path = "spec.containers{app}"
 
     async def reported():  # written from the recorder's queue
@@ -177,7 +180,8 @@ async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # n
     await clock.advance(19)
     assert (await pods.get("bad", "default"))["status"]["phase"] == "Pending"
     await clock.advance(1)
-    await eventually(phase_is(pods, "bad", "Running"))
+    running = (await eventually(phase_is(pods, "bad", "Running")))["status"]["containerStatuses"][0]
+    assert running["image"] == ref and running["imageID"].startswith("docker.io/library/busybox@sha256:")
 
     async def pulled():  # written from the recorder's queue
         return [(r, n) for _, r, _, m, n in await pod_events(pods, "bad") if r in ("Pulling", "Pulled", "Started")]

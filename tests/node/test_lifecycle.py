@@ -543,7 +543,9 @@ async def test_a_missing_config_map_or_key_in_the_environment_is_create_containe
         got = await pods.get("configured", "default")
         state = ((got.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}
         return got if state == {"waiting": {"reason": "CreateContainerConfigError", "message": message}} else None
-    await eventually(lambda: waiting('configmap "app-config" not found'))
+    got = await eventually(lambda: waiting('configmap "app-config" not found'))
+    status = got["status"]["containerStatuses"][0]  # never created: the spec's image as given, no image ID
+    assert (status["image"], status["imageID"]) == ("busybox:1.36", "")
     await configmaps.create({"metadata": {"name": "app-config", "namespace": "default"}, "data": {"other": "x"}})
     await clock.advance(10)
     await eventually(lambda: waiting("couldn't find key mode in ConfigMap default/app-config"))

@@ -972,6 +972,8 @@ class ProcessPodWorker(PodWorker):
                 s["volumeMounts"] = mounts
             if c.instances:
                 s["containerID"] = self._container_id(c)
+            else:  # never created: the spec's image as given, no image ID (no runtime status yet)
+                s["image"], s["imageID"] = c.spec.get("image", ""), ""
             if resources and "running" in c.state:
                 if requests := (self.allocated.get(c.name) or {}).get("requests"):
                     s["allocatedResources"] = requests
