@@ -692,7 +692,8 @@ async def test_env_from_config_maps_and_secrets_and_a_missing_one_waits(env):
     def config_error(st):
         state = (st.get("containerStatuses") or [{}])[0].get("state") or {}
         return state.get("waiting") == {"reason": "CreateContainerConfigError", "message": 'configmap "settings" not found'}
-    await eventually(status_of(pods, "env-from", config_error))
+    waiting = (await eventually(status_of(pods, "env-from", config_error)))["status"]["containerStatuses"][0]
+    assert (waiting["image"], waiting["imageID"]) == ("busybox:1.36", ""), "never created: as given, no image ID"
     await client.resource("", "v1", "configmaps").create({"metadata": {"name": "settings", "namespace": "default"},
                                                           "data": {"MODE": "fast", "LEVEL": "3"}})
     await eventually(status_of(pods, "env-from", phase("Succeeded")))
