@@ -31,7 +31,8 @@ from .patch import PatchError
 from .patch import apply as ssa
 from .patch import strict
 from .patch import fieldpath as fp
-from .rest import PATCH_ATTEMPTS, GenericREST, WriteOptions, check_target, decode_patched, patch_out_of_range
+from .rest import PATCH_ATTEMPTS, GenericREST, WriteOptions, _precondition_failed, check_target, decode_patched, \
+    patch_out_of_range
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
 from .cache import stored_json
@@ -205,9 +206,15 @@ class Subresources:
         binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding,
                                                            opts, mutated=mutated)
         target = binding.get("target") or {}
-        uid = (binding.get("metadata") or {}).get("uid")
+        md = binding.get("metadata") or {}
+        key = res.key(namespace, name)
 
         def bound(pod: dict) -> dict:
+            # setPodNodeAndMetadata's preconditions (the binding's uid and resourceVersion), which the
+            # storage checks before the update function; its 409 is on pods (InterpretUpdateError)
+            for f, what in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                if md.get(f) and md[f] != pod["metadata"].get(f):
+                    raise errors.conflict("", "pods", name, _precondition_failed(key, what, md[f], pod["metadata"].get(f)))
             if pod["metadata"].get("deletionTimestamp"):
                 raise errors.conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
             node = (pod.get("spec") or {}).get("nodeName")
@@ -215,9 +222,7 @@ class Subresources:
                 raise errors.conflict("", "pods/binding", name, f'pod {name} is already assigned to node "{node}"')
             if (pod.get("spec") or {}).get("schedulingGates"):  # a scheduling un-ready pod
                 raise errors.conflict("", "pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
-            if uid and uid != pod["metadata"].get("uid"):
-                raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
-            new = _bound(pod, target["name"], (binding.get("metadata") or {}).get("annotations"))
+            new = _bound(pod, target["name"], md.get("annotations"))
             st = new["status"]
             st.pop("nominatedNodeName", None)  # ClearingNominatedNodeNameAfterBinding, beta and on since 1.35
             # podutil.UpdatePodCondition: in its place, its transition time only on a change

@@ -228,3 +228,31 @@ async def test_a_binding_of_another_namespace_to_the_bindings_collection_is_a_40
                                 {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}},
                                 _preload_content=False)
         assert (await asyncio.to_thread(core.read_namespaced_pod, "p", "default")).spec.node_name == "n1"
+
+
+async def test_a_binding_naming_another_uid_or_resource_version_is_the_storages_conflict(env):
+    """setPodNodeAndMetadata hands the binding's uid and resourceVersion to GuaranteedUpdate as
+    preconditions, checked before its update function: either stale is the storage's 409 on pods, even
+    for a pod bound already, and binds nothing. A stale resourceVersion was ignored (a 201), and a stale
+    uid was reported after the node already assigned, on pods/binding (found by fuzz64's binding probes)."""
+    s, sub, pods = env
+    pods_res = s.rest.index.get("", "v1", "pods")
+    pod = await pods.create({"metadata": {"name": "p", "namespace": "default"},
+                             "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    md = pod["metadata"]
+    stale = 'Operation cannot be fulfilled on pods "p": StorageError: invalid object, Code: 4, Key: ' \
+            '/registry/pods/default/p, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: '
+    for metadata, words in (({"resourceVersion": "1"}, f"ResourceVersion in precondition: 1, ResourceVersion in "
+                                                       f"object meta: {md['resourceVersion']}"),
+                            ({"uid": "other"}, f"UID in precondition: other, UID in object meta: {md['uid']}")):
+        for dry_run in (True, False):
+            with pytest.raises(APIError) as e:
+                await sub.bind(pods_res, "default", "p", binding("p", "n1", **metadata), WriteOptions(dry_run=dry_run))
+            assert (e.value.code, e.value.message) == (409, stale + words)
+    assert "nodeName" not in (await pods.get("p", "default"))["spec"]
+    await sub.bind(pods_res, "default", "p", binding("p", "n1", uid=md["uid"], resourceVersion=md["resourceVersion"]),
+                   WriteOptions())
+    with pytest.raises(APIError) as e:  # (the preconditions first: a pod bound already is still a stale uid's)
+        await sub.bind(pods_res, "default", "p", binding("p", "n2", uid="other"), WriteOptions())
+    assert e.value.message.startswith(stale + "UID in precondition: other")
+    assert (await pods.get("p", "default"))["spec"]["nodeName"] == "n1"
