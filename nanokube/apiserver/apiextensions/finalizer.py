@@ -34,6 +34,15 @@ class CRDFinalizer(CRDController):
         if md.get("deletionTimestamp") and CLEANUP_FINALIZER in (md.get("finalizers") or []):
             self.queue.add(md["name"])
 
+    def _updated(self, old: dict, new: dict) -> None:
+        """A write that moved only the Terminating condition is most likely this controller's own:
+        requeuing on it would hot-loop a cleanup that keeps failing (a conversion webhook that is
+        down), which the queue's backoff retries instead (upstream's updateCustomResourceDefinition).
+        A resync (the same resourceVersion) requeues, as upstream's does."""
+        if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion") \
+                or _without_terminating(old) != _without_terminating(new):
+            self._enqueue(new)
+
     async def _set(self, crd: dict, status: str, reason: str, message: str) -> dict:
         st = copy.deepcopy(crd.get("status") or {})
         set_crd_condition(st, "Terminating", status, reason, message, self.clock.rfc3339())
@@ -84,3 +93,12 @@ class CRDFinalizer(CRDController):
                         "could not confirm zero CustomResources remaining: timed out waiting for the condition")
             await self.clock.sleep(POLL_INTERVAL)
             waited += POLL_INTERVAL
+
+
+def _without_terminating(crd: dict) -> dict:
+    """`crd` less what writing its Terminating condition changes: that condition, the
+    resourceVersion, and the managedFields entry the status write touches."""
+    md = {k: v for k, v in crd["metadata"].items() if k not in ("resourceVersion", "managedFields")}
+    status = dict(crd.get("status") or {})
+    status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"]
+    return {**crd, "metadata": md, "status": status}

@@ -97,20 +97,23 @@ def names_and_conditions(crd: dict, others: list[dict]) -> tuple[dict, tuple[str
 
 class CRDController(Controller):
     """A controller of CRDs inside the API server (the apiextensions-apiserver's): an informer of
-    them whose adds and updates go to `_enqueue` with the new object, deletes to `_deleted`."""
+    them whose adds go to `_enqueue`, updates to `_updated` (by default `_enqueue` of the new object),
+    deletes to `_deleted`."""
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
         self.inf = Informer(self.crds, clock=self.clock)
-        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
-                              on_delete=self._deleted)
+        self.inf.add_handlers(on_add=self._enqueue, on_update=self._updated, on_delete=self._deleted)
 
     def informers(self):
         return [self.inf]
 
     def _enqueue(self, crd: dict) -> None:
         self.queue.add(crd["metadata"]["name"])
+
+    def _updated(self, old: dict, new: dict) -> None:
+        self._enqueue(new)
 
     def _deleted(self, crd: dict) -> None:
         pass
