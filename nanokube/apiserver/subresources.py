@@ -516,8 +516,6 @@ class Subresources:
         for _ in range(PATCH_ATTEMPTS):
             entry = self.rest._entry(res, namespace, name)
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
-            if rv and rv != str(entry.rev):
-                raise errors.conflict(res.group, res.plural, name, errors.STALE)
             ext = await self._at_version(res, entry.obj, version)
             try:
                 written, fields = ssa.scale_write(
@@ -541,6 +539,8 @@ class Subresources:
                 # deleted and made again scaled the new one
                 raise errors.conflict(res.group, f"{res.plural}/scale", name, "Precondition failed: UID in "
                                       f"precondition: {uid}, UID in object meta: {live_uid}")
+            if rv and rv != str(entry.rev):  # (the store's check, after the Scale's own)
+                raise errors.conflict(res.group, res.plural, name, errors.STALE)
             if ext is entry.obj:  # (a built-in kind's)
                 await res.strategy.prepare_conversion([entry.obj], version)
                 ext = self.rest._external(res, entry.obj, version)

@@ -166,7 +166,8 @@ async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_b
 async def test_a_scale_naming_another_uid_is_a_conflict_and_changes_nothing(tmp_path):
     """A built-in workload's Scale carries its uid as a precondition (scaleUpdatedObjectInfo): one naming
     another uid, by update, merge patch or apply, is the 409 of deployments/scale and leaves the replicas
-    as they were, after the Scale's own validation; a custom resource's Scale has no such check. It was
+    as they were, after the Scale's own validation and before the store's resourceVersion check (a stale
+    one was answered before the validation); a custom resource's Scale has no uid check. It was
     ignored (a 200), so a Scale read before the parent was deleted and made again scaled the new one
     (found by fuzz64's subresource probes)."""
     async with served(tmp_path) as (_, c):
@@ -180,7 +181,10 @@ async def test_a_scale_naming_another_uid_is_a_conflict_and_changes_nothing(tmp_
             method = "PUT" if ctype == "application/json" else "PATCH"
             assert await refused(c, method, f"{DEPLOYMENTS}/d/scale", body, "m", ctype, force=ctype == APPLY) == (
                 409, words), ctype
-        assert (await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", {**stale, "spec": {"replicas": -1}}, "m"))[0] == 422
+        # the Scale's validation, then its uid, then the store's resourceVersion: the first that fails answers
+        old = {**stale, "metadata": {**stale["metadata"], "resourceVersion": "1"}}
+        assert (await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", {**old, "spec": {"replicas": -1}}, "m"))[0] == 422
+        assert await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", old, "m") == (409, words)
         assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
         same = {**scale(4), "metadata": {"name": "d", "uid": uid}}
         assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", same, "m"))["spec"]["replicas"] == 4
