@@ -78,6 +78,10 @@ class LocalClient:
     def reset_mapping_every(self, period: float) -> None:
         """Nothing goes stale (`HTTPClient.reset_mapping_every`)."""
 
+    async def rediscover_if_stale(self) -> bool:
+        """Never stale: nothing read (`HTTPClient.rediscover_if_stale`)."""
+        return False
+
     async def mapping(self, group: str, kind: str):
         """The resource serving `kind` in `group`, None if none does (`HTTPClient.mapping`)."""
         return self.rest.index.by_kind(group, kind)

@@ -260,10 +260,18 @@ class HTTPClient:
         has it read again first, as client-go's deferred RESTMapper resets on a no-match when its
         cache is not fresh: a custom resource whose CRD came later is found without polling."""
         res = self.index.by_kind(group, kind)
-        if res is None and not self._fresh():
-            await self.discover()
+        if res is None and await self.rediscover_if_stale():
             res = self.index.by_kind(group, kind)
         return res
+
+    async def rediscover_if_stale(self) -> bool:
+        """After a look-up that found nothing: read discovery again where the last read is no
+        longer fresh (`reset_mapping_every`), as the deferred RESTMapper does on a no-match; whether
+        it read. A caller that looks resources up its own way (by group and resource) calls it."""
+        if self._fresh():
+            return False
+        await self.discover()
+        return True
 
     def reconnect(self) -> None:
         """Close every connection of this client, watches too (their informers watch again): those

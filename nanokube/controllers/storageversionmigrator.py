@@ -66,12 +66,19 @@ class StorageVersionMigrator(Controller):
     def _enqueue(self, svm: dict) -> None:
         self.queue.add(svm["metadata"]["name"])
 
-    def _target(self, svm: dict):
-        """The client of the migrated resource at its preferred version, or None."""
+    async def _target(self, svm: dict):
+        """The client of the migrated resource at its preferred version, or None. A resource the
+        client's discovery lacks has it read again where that read is stale, as the resource-version
+        controller's RESTMapper (ResourcesFor) resets on a miss: a CRD installed after the last read
+        is found at a retry, with no periodic read."""
         gr = (svm.get("spec") or {}).get("resource") or {}
-        for r in self.client.index.resources:
-            if r.group == gr.get("group", "") and r.plural == gr.get("resource"):
-                return self.client.resource(r.group, r.versions[0], r.plural)
+        group, plural = gr.get("group", ""), gr.get("resource")
+        for _ in range(2):
+            for r in self.client.index.resources:
+                if r.group == group and r.plural == plural:
+                    return self.client.resource(r.group, r.versions[0], r.plural)
+            if not await self.client.rediscover_if_stale():
+                break
         return None
 
     async def _set(self, svm: dict) -> dict:
@@ -84,7 +91,7 @@ class StorageVersionMigrator(Controller):
         conds = (svm.get("status") or {}).get("conditions")
         if is_condition_true(conds, "Succeeded") or is_condition_true(conds, "Failed"):
             return
-        target = self._target(svm)
+        target = await self._target(svm)
         if target is None:
             if not (svm.get("status") or {}).get("resourceVersion"):
                 raise NotInDiscovery("resource does not exist in discovery")

@@ -104,12 +104,16 @@ class ValidatingAdmissionPolicyStatusController(Controller):
                 messages.append(f"{gvk}: {e}\n")
         return "\n".join(messages)
 
+    def _kinds_by_resource(self) -> dict[tuple[str, str, str], str]:
+        return {(r.group, v, r.plural): r.kind for r in self.client.resources() for v in r.versions}
+
     async def _matched_kinds(self, mc: dict) -> list[tuple[tuple[str, str, str], Type]]:
-        """The kinds the rules name exactly (no wildcards, no subresources), with their types."""
-        by_plural = {}
-        for r in self.client.resources():
-            for v in r.versions:
-                by_plural[(r.group, v, r.plural)] = r.kind
+        """The kinds the rules name exactly (no wildcards, no subresources), with their types. The
+        first resource discovery lacks has it read again, once per policy, as upstream's type
+        checker resets its RESTMapper on a miss: a CRD installed after the controller last read
+        discovery is checked against (one installed after the policy is not: its generation, not a
+        new kind, is what checks a policy again)."""
+        by_plural, refreshed = self._kinds_by_resource(), False
         out, seen = [], set()
         for rule in mc.get("resourceRules") or []:
             for g in rule.get("apiGroups") or []:
@@ -118,6 +122,11 @@ class ValidatingAdmissionPolicyStatusController(Controller):
                         if "*" in (g, v) or "*" in res or "/" in res:
                             continue
                         kind = by_plural.get((g, v, res))
+                        if kind is None and not refreshed:
+                            refreshed = True
+                            await self.client.discover()
+                            by_plural = self._kinds_by_resource()
+                            kind = by_plural.get((g, v, res))
                         if kind is None or (g, v, kind) in seen:
                             continue
                         seen.add((g, v, kind))

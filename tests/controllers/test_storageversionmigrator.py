@@ -4,9 +4,15 @@ before its resourceVersion (which the status validation would refuse)."""
 
 import pytest
 
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
+from nanokube.client.metrics import REQUESTS
+from nanokube.controllers.manager import MAPPER_RESET_PERIOD
 from nanokube.controllers.storageversionmigrator import NotInDiscovery, StorageVersionMigrator
 from nanokube.machinery.errors import APIError
 from tests.controllers import eventually, make_stack
+from tests.controllers.test_garbagecollector import crd_server, establish_things
+from tests.node import ManualClock
 
 
 @pytest.fixture
@@ -59,3 +65,40 @@ async def test_an_unknown_resource_is_retried_without_a_condition(env):
 
 async def _has(ctrl, name):
     return ctrl.inf.get(name) is not None
+
+
+async def test_over_http_a_crd_installed_later_is_found_once_the_discovery_read_is_stale():
+    """Over HTTP the migrator's client reads discovery at start: a migration of a custom resource
+    whose CRD comes later misses, and each retry while that read is fresh reads nothing more; once it
+    is stale (the controller manager's 30 s RESTMapper reset) the next retry reads discovery again,
+    as the resource-version controller's mapper does, and the migration runs, with no other
+    component reading discovery for it."""
+    server, clock = await crd_server(), ManualClock()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    client.reset_mapping_every(MAPPER_RESET_PERIOD)
+    ctrl = StorageVersionMigrator(client, clock=clock)
+    svms = client.resource("storagemigration.k8s.io", "v1", "storageversionmigrations")
+    try:
+        await svms.create(svm("things", "gc.example.com", "things"))
+        await establish_things(server)
+        ctrl.informer_factory.start(ctrl.informers())
+        await ctrl.inf.synced.wait()
+        await eventually(lambda: _has(ctrl, "things"), timeout=10)
+        gets = REQUESTS.labels("200", "GET", client.host).value
+        with pytest.raises(NotInDiscovery):
+            await ctrl.sync("things")
+        assert REQUESTS.labels("200", "GET", client.host).value == gets, "a fresh read is not read again"
+
+        await ctrl.start()
+        await clock.advance(MAPPER_RESET_PERIOD)
+
+        async def finished():
+            await clock.advance(1)  # the retries' backoff
+            got = await svms.get("things")
+            return any(c["type"] == "Succeeded" for c in got["status"].get("conditions") or [])
+        assert await eventually(finished, timeout=10)
+    finally:
+        await ctrl.stop()
+        await client.close()
+        await server.stop()

@@ -7,10 +7,16 @@ from __future__ import annotations
 import copy
 
 import orjson
+import pytest
 
-
+from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
+from nanokube.controllers.manager import MAPPER_RESET_PERIOD
 from nanokube.controllers.validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 from tests.controllers import eventually
+from tests.controllers.test_garbagecollector import crd_server
+from tests.node import ManualClock
 
 G = "admissionregistration.k8s.io"
 
@@ -115,3 +121,64 @@ async def test_request_and_namespace_object_are_typed(stack):
         " | request.userinfo.username != '' && namespaceObject.metadata.uid != ''\n"
         " | ............................................................^\n")
     await ctrl.stop()
+
+
+async def test_over_http_a_crd_served_after_the_last_discovery_read_is_checked_against(stack_over_http):
+    """Over HTTP the controller's client reads discovery at start. A policy written before the CRD it
+    matches is checked then, against nothing; the CRD's arrival checks no policy again (upstream's
+    controller checks a generation once). A policy written after it misses in the client's copy, which
+    is read again at once (upstream's type checker resets its RESTMapper on a miss): checked against the
+    CRD's schema, as is the first policy's next generation. The clock never moves: no periodic read."""
+    server, client = stack_over_http
+    ctrl = ValidatingAdmissionPolicyStatusController(client)
+    await ctrl.start()
+    vaps = client.resource(G, "v1", "validatingadmissionpolicies")
+    rules = [{"apiGroups": ["late.example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["gizmos"]}]
+    warning = ("late.example.com/v1, Kind=Gizmo: ERROR: <input>:1:13: undefined field 'sise'\n"
+               " | object.spec.sise > 1\n | ............^\n")
+
+    def checked(name, generation):
+        async def check():
+            got = await vaps.get(name)
+            return got if (got.get("status") or {}).get("observedGeneration") == generation else None
+        return check
+    try:
+        await vaps.create(policy("early", rules, "object.spec.sise > 1"))
+        early = await eventually(checked("early", 1), timeout=10)
+        assert early["status"]["typeChecking"] == {}
+        crds = LocalClient(server.rest).resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        await crds.create({"metadata": {"name": "gizmos.late.example.com"}, "spec": {
+            "group": "late.example.com", "scope": "Namespaced", "names": {"plural": "gizmos", "kind": "Gizmo"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}})
+
+        async def served():
+            return server.rest.index.by_kind("late.example.com", "Gizmo") is not None
+        assert await eventually(served, timeout=10)
+        assert client.index.by_kind("late.example.com", "Gizmo") is None
+
+        await vaps.create(policy("late", rules, "object.spec.sise > 1"))
+        late = await eventually(checked("late", 1), timeout=10)
+        assert late["status"]["typeChecking"]["expressionWarnings"] == [
+            {"fieldRef": "spec.validations[0].expression", "warning": warning}]
+        assert (await vaps.get("early"))["status"] == early["status"]
+        early = copy.deepcopy(await vaps.get("early"))
+        early["spec"]["validations"].append({"expression": "object.spec.size > 0"})
+        await vaps.update(early)
+        early = await eventually(checked("early", 2), timeout=10)
+        assert early["status"]["typeChecking"]["expressionWarnings"] == [
+            {"fieldRef": "spec.validations[0].expression", "warning": warning}]
+    finally:
+        await ctrl.stop()
+
+
+@pytest.fixture
+async def stack_over_http():
+    """A server serving CRDs, and an HTTP client of it that read discovery once, on a clock that never moves."""
+    server = await crd_server()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=ManualClock())
+    await client.start()
+    client.reset_mapping_every(MAPPER_RESET_PERIOD)
+    yield server, client
+    await client.close()
+    await server.stop()

@@ -749,3 +749,57 @@ async def test_a_mutation_that_fails_is_skipped_and_the_policys_next_ones_apply(
     made = await api(stack, "configmaps", "").create({"metadata": {"name": "s", "namespace": "default"},
                                                       "data": {"a": "1"}})
     assert made["data"] == {"a": "1", "before": "1", "after": "1"}
+
+
+async def test_a_policy_naming_crds_created_after_it_is_enforced_once_they_are_served(tmp_path):
+    """A policy whose paramKind and matched resource are CRDs created after it: until the paramKind is
+    served every request it matches fails by its failurePolicy with the configuration error, then its
+    params and the new resource are used (upstream's policy source maps the paramKind again at its
+    next refresh; here the server's own index has it at once)."""
+    admission, group = f"/apis/{G}/v1", "late.example.com"
+    cms, widgets = "/api/v1/namespaces/default/configmaps", f"/apis/{group}/v1/namespaces/default/widgets"
+
+    def crd(plural, kind, spec):
+        return {"metadata": {"name": f"{plural}.{group}"}, "spec": {
+            "group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": kind},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": spec}}}}}]}}
+
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]},
+             {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["widgets"]}]
+    async with served(tmp_path) as (_, c):
+        assert (await send(c, "POST", f"{admission}/validatingadmissionpolicies", {"metadata": {"name": "p"}, "spec": {
+            "paramKind": {"apiVersion": f"{group}/v1", "kind": "Limit"}, "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": "!has(object.spec) || object.spec.size <= params.spec.max",
+                             "message": "too big"}]}}))[0] == 201
+        assert (await send(c, "POST", f"{admission}/validatingadmissionpolicybindings", {"metadata": {"name": "b"}, "spec": {
+            "policyName": "p", "validationActions": ["Deny"], "paramRef": {"name": "limit", "namespace": "default"}}}))[0] == 201
+        for _ in tries(10):
+            code, status = await send(c, "POST", cms, {"metadata": {"name": "before"}})
+            if code != 201:
+                break
+            await send(c, "DELETE", f"{cms}/before")
+            await asyncio.sleep(0.05)
+        assert (code, status["message"]) == (422, 'configmaps "before" is forbidden: ValidatingAdmissionPolicy \'p\' '
+                                                  "denied request: failed to configure policy: failed to find resource "
+                                                  f"referenced by paramKind: '{group}/v1, Kind=Limit'")
+
+        for plural, kind, spec in (("limits", "Limit", {"max": {"type": "integer"}}),
+                                   ("widgets", "Widget", {"size": {"type": "integer"}})):
+            assert (await send(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                               crd(plural, kind, spec)))[0] == 201
+        limit = {"apiVersion": f"{group}/v1", "kind": "Limit", "metadata": {"name": "limit"}, "spec": {"max": 3}}
+        for _ in tries(10):
+            if (code := (await send(c, "POST", f"/apis/{group}/v1/namespaces/default/limits", limit))[0]) == 201:
+                break
+            await asyncio.sleep(0.05)
+        assert code == 201
+        assert (await send(c, "POST", cms, {"metadata": {"name": "after"}}))[0] == 201
+
+        def widget(name, size):
+            return {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": size}}
+        code, status = await send(c, "POST", widgets, widget("big", 5))
+        assert (code, status["message"]) == (
+            422, f'widgets.{group} "big" is forbidden: ValidatingAdmissionPolicy \'p\' with binding \'b\' denied request: too big')
+        assert (await send(c, "POST", widgets, widget("small", 2)))[0] == 201
