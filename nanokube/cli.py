@@ -282,7 +282,8 @@ async def _up(args: argparse.Namespace) -> int:
             return 1
     connect = connector(server.rest)
     # (first: the binding that makes the admin kubeconfig's kubeadm:cluster-admins cluster-admin)
-    await clusterinfo.publish(connect(clusterinfo.KUBEADM_USER, "kubeadm"), server.url, trust)
+    await clusterinfo.publish(connect(clusterinfo.KUBEADM_USER, "kubeadm"),
+                              connect(clusterinfo.KUBEADM_SUPER_ADMIN, "kubeadm"), server.url, trust)
     admin, super_admin = pki_options.admin_credentials(pki_opts, pki, serving_tls, signers or {})
     write_kubeconfig(os.path.join(data_dir, SUPER_ADMIN_CONF), server.url, pki, ca_pem=trust, admin=super_admin,
                      user="super-admin")

@@ -5,7 +5,11 @@ readable without credentials through a Role bound to system:anonymous; and the b
 kubeadm's token group create certificate requests, have the node client request auto-approved and
 read Nodes, and let nodes have their renewals auto-approved; and kubeadm's kubeadm:cluster-admins
 binding to cluster-admin (its kubeconfig phase's), the group of the API server's kubelet client
-certificate, whose requests the kubelets ask the API server to authorize."""
+certificate, whose requests the kubelets ask the API server to authorize.
+
+They are written as `kubeadm init` (1.29+) writes them: by admin.conf's user, kubernetes-admin in
+kubeadm:cluster-admins, whose power is that binding; so that binding alone is created by
+super-admin.conf's user, once admin.conf's has been refused it (EnsureAdminClusterRoleBinding)."""
 
 from __future__ import annotations
 
@@ -16,10 +20,12 @@ import yaml
 from .machinery import bootstraptoken as bt
 from .machinery.errors import APIError
 from .machinery.user import User
-from .pki.ca import CLUSTER_ADMINS
+from .pki.ca import CLUSTER_ADMINS, MASTERS, SUPER_ADMIN
 
-#: who writes them: kubeadm's admin (a binding's roles are no escalation for a master)
-KUBEADM_USER = User("kubernetes-admin", ("system:masters", "system:authenticated"))
+#: who writes them: admin.conf's user, cluster-admin by the kubeadm:cluster-admins binding
+KUBEADM_USER = User("kubernetes-admin", (CLUSTER_ADMINS, "system:authenticated"))
+#: who writes that binding when admin.conf's user may not yet: super-admin.conf's
+KUBEADM_SUPER_ADMIN = User(SUPER_ADMIN, (MASTERS, "system:authenticated"))
 CLUSTER_INFO_ROLE = "kubeadm:bootstrap-signer-clusterinfo"
 _RBAC = "rbac.authorization.k8s.io"
 _CSR_ROLE = "system:certificates.k8s.io:certificatesigningrequests:"
@@ -68,11 +74,32 @@ def _objects(server: str, ca_pem: bytes) -> list[tuple[str, dict]]:
     ]
 
 
-async def publish(client, server: str, ca_pem: bytes) -> None:
-    """Create what is missing; cluster-info's kubeconfig is written anew when the server moved (a
-    restart on another port), its signatures left for the bootstrap signer to redo."""
-    for plural, obj in _objects(server, ca_pem):
-        rc = client.resource("" if plural == "configmaps" else _RBAC, "v1", plural)
+async def _ensure_cluster_admins(admin, super_admin, binding: dict) -> None:
+    """The admin's own binding: created by the admin where it already may (409 if it exists), else by the
+    super-admin, its creation by the admin refused as an escalation (403)."""
+    try:
+        await admin.resource(_RBAC, "v1", "clusterrolebindings").create(binding)
+        return
+    except APIError as e:
+        if e.code == 409:
+            return
+        if e.code != 403:
+            raise
+    try:
+        await super_admin.resource(_RBAC, "v1", "clusterrolebindings").create(binding)
+    except APIError as e:
+        if e.code != 409:
+            raise
+
+
+async def publish(admin, super_admin, server: str, ca_pem: bytes) -> None:
+    """Create what is missing, as `admin` (KUBEADM_USER's client) save its own binding; cluster-info's
+    kubeconfig is written anew when the server moved (a restart on another port), its signatures left
+    for the bootstrap signer to redo."""
+    (_, cluster_admins), *rest = _objects(server, ca_pem)
+    await _ensure_cluster_admins(admin, super_admin, cluster_admins)
+    for plural, obj in rest:
+        rc = admin.resource("" if plural == "configmaps" else _RBAC, "v1", plural)
         namespace = obj["metadata"].get("namespace")
         try:
             await rc.create(obj, namespace)

@@ -51,3 +51,18 @@ def test_the_printed_kubeconfig_is_kubeadms_admin_and_super_admin_conf_its_super
     finally:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(saved))
     wait_for(lambda: _kubectl_as(cluster, printed, "get", "pods").returncode == 0, 30, "the admin allowed again")
+
+
+def test_up_writes_kubeadms_objects_as_kubeadm_init_does(cluster):
+    """admin.conf's user writes cluster-info and the bootstrap bindings, as field manager kubeadm; its own
+    binding, refused to it while it is not yet cluster-admin, is super-admin.conf's user's to create."""
+    writes = [e for e in cluster.audit_events() if e["verb"] == "create" and e.get("userAgent") == "kubeadm"
+              and e["stage"] == "ResponseComplete"]
+    admin = {"username": "kubernetes-admin", "groups": [BINDING, "system:authenticated"]}
+    super_admin = {"username": "kubernetes-super-admin", "groups": ["system:masters", "system:authenticated"]}
+    assert [(e["objectRef"]["resource"], e["user"], e["responseStatus"]["code"]) for e in writes[:3]] == [
+        ("clusterrolebindings", admin, 403), ("clusterrolebindings", super_admin, 201), ("configmaps", admin, 201)]
+    assert [writes[1]["objectRef"]["name"], writes[2]["objectRef"]["name"]] == [BINDING, "cluster-info"]
+    assert [e["user"] for e in writes[3:]] == [admin] * len(writes[3:]) and len(writes) == 10
+    info = cluster.kubectl_json("get", "configmap", "cluster-info", "-n", "kube-public", "--show-managed-fields")
+    assert ("kubeadm", "Update") in {(m["manager"], m["operation"]) for m in info["metadata"]["managedFields"]}
