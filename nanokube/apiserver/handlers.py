@@ -753,7 +753,7 @@ class APIHandlers:
                 res, version, namespace, options, opts, label_selector=q.get("labelSelector", ""),
                 field_selector=q.get("fieldSelector", ""), list_meta=meta, **listing)
             if _accept(request) != "object":
-                return self._render_list(request, res, deleted, meta)
+                return self._render_list(request, res, deleted, meta, version)
             if res.strategy.unstructured:  # an UnstructuredList's keys sorted, as Go writes a map's
                 return json_response({"apiVersion": res.api_version(version), "items": deleted,
                                       "kind": res.list_kind, "metadata": dict(sorted(meta.items()))})
@@ -863,7 +863,8 @@ class APIHandlers:
                 entry = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
                 internal = entry.obj if entry else obj
             t = tables.table(res, [(obj, internal)], self.clock, include,
-                             {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, meta_version=_meta_version(request))
+                             {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, meta_version=_meta_version(request),
+                             version=version)
             return json_response(t, code)
         if kind == "partial":
             return json_response(tables.partial_metadata(obj, _meta_version(request)), code)
@@ -923,7 +924,7 @@ class APIHandlers:
             resource_version_match=q.get("resourceVersionMatch", ""), send_initial_events=_maybe_bool(q, "sendInitialEvents"),
             encoded=encoded if kind == "object" else None)
         if kind != "object":
-            return self._render_list(request, res, items, meta)
+            return self._render_list(request, res, items, meta, version)
         accept = request.headers.get("Accept", "")
         if "protobuf" in accept and _negotiate(accept, request.get(_UNMARSHALABLE, ""))[0] == _PROTOBUF:
             # encoded from the objects (no JSON to parse again), a long list in a thread: the loop serves
@@ -942,7 +943,7 @@ class APIHandlers:
         head = dumps({"kind": res.list_kind, "apiVersion": res.api_version(version), "metadata": meta})
         return web.Response(body=JoinedPayload(head[:-1] + b',"items":[', encoded, b"]}\n"), content_type=_JSON)
 
-    def _render_list(self, request: web.Request, res: Resource, items: list, meta: dict) -> web.Response:
+    def _render_list(self, request: web.Request, res: Resource, items: list, meta: dict, version: str) -> web.Response:
         """A list converted to the Table or PartialObjectMetadataList asked for (a list, or a DeleteCollection's)."""
         kind = _accept(request)
         if kind == "table":
@@ -951,7 +952,7 @@ class APIHandlers:
                 e = self.rest.cache.get(res.key(o["metadata"].get("namespace"), o["metadata"]["name"]))
                 pairs.append((o, e.obj if e else o))
             return json_response(tables.table(res, pairs, self.clock, _include_object(request.query), meta,
-                                              meta_version=_meta_version(request)))
+                                              meta_version=_meta_version(request), version=version))
         if kind == "partial":
             raise _wrong_partial(res, True)
         mv = _meta_version(request)
@@ -1050,7 +1051,7 @@ class APIHandlers:
                 stored = (typ != "BOOKMARK" and stream.watcher.stored) or obj
                 table = tables.table(res, [(obj, stored)], self.clock, include,
                                      {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent,
-                                     meta_version=mv)
+                                     meta_version=mv, version=version)
                 columns_sent = True
                 line = dumps({"type": typ, "object": table}) + b"\n"
             elif kind in ("partial", "partiallist"):

@@ -70,11 +70,15 @@ def partial_metadata(obj: dict, meta_version: str = "v1") -> dict[str, Any]:
 
 
 def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: str, list_meta: dict,
-          with_columns: bool = True, cols: list[Column] | None = None, meta_version: str = "v1") -> dict[str, Any]:
-    """pairs: (object as served, stored object) — columns (`cols`, else the resource's) read the stored form.
+          with_columns: bool = True, cols: list[Column] | None = None, meta_version: str = "v1",
+          version: str = "") -> dict[str, Any]:
+    """pairs: (object as served, stored object) — columns (`cols`, else the resource's) read the stored form,
+    but for a resource whose columns are `version`'s own (a CRD's), which read the object as served.
     `meta_version`: the meta.k8s.io version asked for (v1beta1 Tables are served as v1beta1, their rows'
     PartialObjectMetadata too, as upstream's asTable sets them)."""
     now = clock.now()
+    if cols is None and version and (own := res.strategy.columns_at(version)) is not None:
+        cols, pairs = own, [(o, o) for o, _ in pairs]
     cols = cols or columns(res)
     key = res.strategy.table_sort_key
     if key is not None and len(pairs) > 1:  # one row (a watch event's, a bookmark's without a name) is in order

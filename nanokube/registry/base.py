@@ -124,6 +124,11 @@ class Strategy:
     #: API servers allocate them (apiserver/reservations.py: Services with --api-workers > 1)
     reservations: Any = None
 
+    def columns_at(self, version: str) -> list[Column] | None:
+        """A Table's columns where each version has its own (a CRD's), read on the object as served at
+        `version`; None: `columns`, read on the stored object as built-in printers read the internal one."""
+        return None
+
     def field_selectors_at(self, version: str) -> dict[str, Callable[[Obj], Any]]:
         """The fields a list or watch at `version` may select on besides the metadata ones."""
         return self.field_selectors

@@ -296,6 +296,12 @@ class CustomResourceStrategy(Strategy):
     status_owns_dropped_metadata = True
 
 
+    def columns_at(self, version: str) -> list[Column] | None:
+        """The version's own printer columns: upstream serves each version from a storage whose table
+        convertor is that version's, given the object converted to it."""
+        info = self.versions.get(version)
+        return info.columns if info is not None else None
+
     def field_selectors_at(self, version: str) -> dict[str, Callable[[Obj], Any]]:
         """The version's own selectableFields, as the CR converter keeps them per group version (read
         on the object converted to the version where a webhook converts it: `converts_fields`)."""

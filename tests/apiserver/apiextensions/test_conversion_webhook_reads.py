@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -19,6 +22,7 @@ from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
 GROUP = "convreads.example.com"
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 SCHEMAS = {  # the storage version v1 calls the field size, v2 calls it sizeV2
     "v1": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}},
@@ -314,3 +318,25 @@ async def test_objects_stored_before_a_storage_version_change_are_converted_from
     # the object at v1 compared with it at v2)
     assert [(m["manager"], m["apiVersion"], m["fieldsV1"]) for m in migrated["metadata"]["managedFields"]] == [
         ("maker", f"{GROUP}/v1", {"f:spec": {"f:size": {}}})]
+
+
+async def test_kubectl_get_prints_each_version_with_its_own_columns_on_the_converted_object(tmp_path):
+    """Upstream serves each version from a storage whose table convertor has that version's
+    columns and reads the object converted to it, so `kubectl get` of either version prints
+    its own columns, filled, whichever version the objects are stored at."""
+    columns = {"v1": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+               "v2": [{"name": "Size-V2", "type": "integer", "jsonPath": ".spec.sizeV2"}]}
+    versions = [{"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": s},
+                 "additionalPrinterColumns": columns[v]} for v, s in SCHEMAS.items()]
+    async with serving(tmp_path, "crates", "Crate", versions) as (_, c):
+        await create_when_served(c, f"/apis/{GROUP}/v1/namespaces/default/crates", {
+            "apiVersion": f"{GROUP}/v1", "kind": "Crate", "metadata": {"name": "small"}, "spec": {"size": 3}})
+
+        async def get(*args: str) -> str:
+            r = await asyncio.to_thread(subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"),
+                                                         "get", *args], capture_output=True, text=True, check=True)
+            return r.stdout
+
+        for version, header in (("v1", "SIZE"), ("v2", "SIZE-V2")):
+            for args in ((f"crates.{version}.{GROUP}",), (f"crates.{version}.{GROUP}", "small")):
+                assert (await get(*args)).split() == ["NAME", header, "small", "3"], (version, args)
