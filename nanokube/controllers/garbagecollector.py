@@ -38,6 +38,8 @@ IGNORED = frozenset({"events", "events.events.k8s.io"})
 SERVING = frozenset({"customresourcedefinitions.apiextensions.k8s.io"})
 #: what an owner reference points at, as classifyReferences sorts them
 SOLID, DANGLING, WAITING = "solid", "dangling", "waiting"
+#: an owner reference whose kind discovery does not list (upstream's restMappingError)
+UNMAPPED = "unmapped"
 #: the first and the longest wait before a dependent whose owner only the server has shown is looked at
 #: again (the attemptToDelete queue's rate limiter upstream: 5 ms, doubling, at most 1000 s)
 RECHECK_BASE, RECHECK_MAX = 0.005, 1000.0
@@ -255,15 +257,18 @@ class GarbageCollector(Controller):
 
     async def _owner_state(self, n: Node, ref: dict) -> tuple[str | None, bool]:
         """isDangling and classifyReferences for one reference: SOLID, DANGLING or WAITING (the owner
-        is deleting in the foreground), None where it cannot be resolved (a kind nobody serves, or a
-        namespaced kind named by a cluster-scoped dependent: upstream leaves such a dependent as it is);
+        is deleting in the foreground), UNMAPPED for a kind discovery does not list (yet: a CRD the
+        client has not read), None for a namespaced kind named by a cluster-scoped dependent
+        (upstream leaves such a dependent as it is);
         and whether the graph answered. A graph node of the reference's uid answers only where it is
         the object named (its kind, name and namespace: the dependent's own, for a namespaced owner);
         else the server is asked by name in the dependent's namespace, so that an owner of another
         namespace is absent here, as upstream."""
         group = ref["apiVersion"].split("/")[0] if "/" in ref["apiVersion"] else ""
         res = await self.client.mapping(group, ref["kind"])
-        if res is None or res.namespaced and not n.namespace:
+        if res is None:
+            return UNMAPPED, False
+        if res.namespaced and not n.namespace:
             return None, False
         namespace = n.namespace if res.namespaced else None
         owner = self.nodes.get(ref["uid"])
@@ -288,9 +293,11 @@ class GarbageCollector(Controller):
         """attemptToDeleteWorker's requeue of an item "not observed via informer yet" (kubernetes
         issue 56121): an owner only the server has shown may go before its monitor ever sees it (a
         custom resource whose monitor starts late, an add and a delete inside a watch gap, a kind
-        never monitored), and then no deletion of it queues `n`. So `n` is looked at again, each
-        time twice as late, until the graph answers for its owners or they are gone; the count is
-        dropped then, or when `n` goes, so it holds one entry per such dependent at most."""
+        never monitored), and then no deletion of it queues `n`; and its requeue on a restMappingError,
+        an owner kind not mapped yet, which a later look (the client reads discovery again once its
+        read is stale) may map. So `n` is looked at again, each time twice as late, until the graph
+        answers for its owners or they are gone; the count is dropped then, or when `n` goes, so it
+        holds one entry per such dependent at most."""
         if not unobserved:
             self._unobserved.pop(n.uid, None)
             return
@@ -311,11 +318,13 @@ class GarbageCollector(Controller):
         """attemptToDeleteItem: a dependent with a solid owner loses its references to the owners that
         are gone or deleting in the foreground; else one waiting on an owner's foreground deletion that
         has dependents of its own is deleted in the foreground, and one whose owners are all gone in the
-        background (orphaning, or in the foreground, where it carries that finalizer already). One reference that cannot be resolved leaves it as it is."""
+        background (orphaning, or in the foreground, where it carries that finalizer already). One reference
+        that cannot be resolved leaves it as it is (for now, where its kind is not mapped: `_recheck`)."""
         looks = [await self._owner_state(n, ref) for ref in n.owners]
         states = [st for st, _ in looks]
-        self._recheck(n, None not in states and any(st == SOLID and not seen for st, seen in looks))
-        if None in states:
+        unmapped = UNMAPPED in states
+        self._recheck(n, unmapped or None not in states and any(st == SOLID and not seen for st, seen in looks))
+        if unmapped or None in states:
             return
         if SOLID in states:
             stale = {ref["uid"] for ref, st in zip(n.owners, states) if st != SOLID}

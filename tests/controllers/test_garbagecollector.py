@@ -467,3 +467,33 @@ async def test_over_http_a_crd_served_later_is_monitored_at_its_event_and_its_ob
         await gc.stop()
         await client.close()
         await server.stop()
+
+
+async def test_a_dependent_whose_owner_kind_is_not_served_yet_is_looked_at_again():
+    """A dependent naming an owner of a kind no server serves yet (restored before its owner's CRD) is
+    not dropped: it is looked at again, later each time, as upstream requeues an item on a
+    restMappingError; once the CRD is served its owner is found gone, and the dependent goes."""
+    server, clock = await crd_server(), ManualClock()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    gc = GarbageCollector(client, clock=clock)
+    await gc.start()
+    try:
+        cms = client.resource("", "v1", "configmaps")
+        owner = {"apiVersion": "gc.example.com/v1", "kind": "Thing", "name": "gone",
+                 "uid": "00000000-0000-0000-0000-000000000003"}
+        dep = await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [owner]}})
+
+        async def looked():  # the look that found the kind unmapped, and its retry scheduled
+            return dep["metadata"]["uid"] in gc._unobserved
+        assert await eventually(looked, timeout=10)
+        await establish_things(server)
+
+        async def collected():
+            await clock.advance(1)  # the retries' backoff
+            return await gone(cms, "dep")()
+        assert await eventually(collected, timeout=10)
+    finally:
+        await gc.stop()
+        await client.close()
+        await server.stop()
