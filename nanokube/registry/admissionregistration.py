@@ -584,8 +584,7 @@ def validate_binding(obj: Obj, validating: bool) -> list[FieldError]:
     else:
         errs += [invalid("spec.policyName", policy, m) for m in dns1123_subdomain(policy)]
     errs += _validate_param_ref(spec.get("paramRef"), "spec.paramRef")
-    # upstream's field path keeps its historical misspelling
-    errs += validate_match_resources(spec.get("matchResources"), "spec.matchResouces")
+    errs += validate_match_resources(spec.get("matchResources"), "spec.matchResources")
     if validating:
         actions = spec.get("validationActions") or []
         seen: set[str] = set()

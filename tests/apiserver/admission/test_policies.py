@@ -160,6 +160,14 @@ async def test_policy_configuration_validation(stack):
         'ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io "b" is invalid: spec.validationActions: '
         'Invalid value: ["Deny","Warn"]: must not contain both Deny and Warn (repeating the same validation failure '
         'information in the API response and headers serves no purpose)')
+    for kind, version, actions in (("ValidatingAdmissionPolicyBinding", "v1", {"validationActions": ["Deny"]}),
+                                   ("MutatingAdmissionPolicyBinding", "v1beta1", {})):
+        with pytest.raises(APIError) as e:  # (the path was spelt "matchResouces", as 1.27's was)
+            await api(stack, kind.lower() + "s", version=version).create({"metadata": {"name": "b"}, "spec": {
+                "policyName": "p", "matchResources": {"matchPolicy": "Nope"}, **actions}})
+        assert e.value.message == (
+            f'{kind}.admissionregistration.k8s.io "b" is invalid: spec.matchResources.matchPolicy: Unsupported value: '
+            '"Nope": supported values: "Equivalent", "Exact"')
     created = await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "ok"}, "spec": {
         "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
                                                 "resources": ["pods"]}]},
