@@ -872,20 +872,22 @@ class APIHandlers:
             raise _wrong_partial(res, False)
         return json_response(obj, code)
 
-    def render_scale(self, request: web.Request, res: Resource, scale: dict, table: bool = True) -> web.Response:
-        """`res`'s Scale as JSON, as PartialObjectMetadata, or as the Table printScale makes of it when one is
-        asked for (`table`: a built-in workload's, whose ScaleREST prints it)."""
+    def render_scale(self, request: web.Request, res: Resource, scale: dict, version: str) -> web.Response:
+        """`res`'s Scale as JSON, as PartialObjectMetadata, or as a Table when one is asked for: printScale's
+        of a built-in workload's, a CRD's own columns read on the Scale (its scale scope keeps the custom
+        resource's table convertor)."""
         kind = _accept(request)
         if kind == "partial":
             return json_response(tables.partial_metadata(scale, _meta_version(request)))
         if kind == "partiallist":
             raise errors.APIError(406, "NotAcceptable", "you requested PartialObjectMetadataList, but the requested "
                                   "object is not a list (*autoscaling.Scale)")
-        if kind != "table" or not table:
+        if kind != "table":
             return json_response(scale)
         meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
-        return json_response(tables.table(res, [(scale, scale)], self.clock, _include_object(request.query),
-                                          meta, cols=tables.SCALE_COLUMNS, meta_version=_meta_version(request)))
+        return json_response(tables.table(res, [(scale, scale)], self.clock, _include_object(request.query), meta,
+                                          cols=res.strategy.columns_at(version) or tables.SCALE_COLUMNS,
+                                          meta_version=_meta_version(request)))
 
     def render_untabled(self, request: web.Request, obj: dict, go_type: str, code: int = 201) -> web.Response:
         """The answer of an endpoint with no Table (a review, a TokenRequest): as it is, or as the

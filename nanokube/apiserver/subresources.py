@@ -152,8 +152,7 @@ class Subresources:
         if sub == "scale":
             if m == "GET":
                 scale = await self.get_scale(res, namespace, name, version=version)
-                # a built-in workload's (a CRD's group has a dot): its store prints Scales as Tables too
-                return h.render_scale(request, res, scale, table=res.group in ("", "apps"))
+                return h.render_scale(request, res, scale, version)
             if m in ("PUT", "PATCH"):
                 if m == "PUT":
                     body, opts = await h._update_input(request)
@@ -178,7 +177,7 @@ class Subresources:
                              name, namespace)
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 resp = h.render_scale(request, res, await self.put_scale(res, version, namespace, name, body, opts, applied),
-                                      table=res.group in ("", "apps"))
+                                      version)
                 for w in warnings:
                     resp.headers.add("Warning", warning.header(w))
                 return resp
