@@ -152,6 +152,20 @@ def test_v3_int_or_string_and_quantity():
     assert schemas["io.k8s.apimachinery.pkg.api.resource.Quantity"]["oneOf"] == [{"type": "string"}, {"type": "number"}]
 
 
+def test_enum_typed_fields_carry_their_values_in_v2_and_v3():
+    """kubernetes-validate's definitions have no enums; fields of a `+enum` Go type get them, a list's on its items."""
+    pod_spec = v3("", "v1")["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]
+    assert pod_spec["restartPolicy"]["enum"] == ["Always", "Never", "OnFailure"]
+    assert "enum" not in pod_spec["hostname"]
+    claim = v2()["definitions"]["io.k8s.api.core.v1.PersistentVolumeClaimSpec"]["properties"]
+    assert claim["volumeMode"]["enum"] == ["Block", "Filesystem"]
+    ephemeral = v2()["definitions"]["io.k8s.api.core.v1.EphemeralContainer"]["properties"]  # (an embedded struct's)
+    assert ephemeral["imagePullPolicy"]["enum"] == ["Always", "IfNotPresent", "Never"]
+    quota = orjson.loads(openapi.build_v2([Resource("", "resourcequotas", "ResourceQuota", ["v1"], True)]))
+    scopes = quota["definitions"]["io.k8s.api.core.v1.ResourceQuotaSpec"]["properties"]["scopes"]
+    assert "enum" not in scopes and "Terminating" in scopes["items"]["enum"]
+
+
 # --- real kubectl against a minimal server serving the documents ----------------
 
 
@@ -246,6 +260,20 @@ async def test_kubectl_explain_nested_field_and_recursive(kubectl):
     rc, out = await kubectl("explain", "pods.spec.containers", "--recursive")
     assert rc == 0, out
     assert "resources\t<ResourceRequirements>" in out
+
+
+async def test_kubectl_explain_prints_enums_and_the_quantity_format(kubectl):
+    rc, out = await kubectl("explain", "deployment.spec.strategy")
+    assert rc == 0, out
+    assert "  type\t<string>\n  enum: Recreate, RollingUpdate\n    Type of deployment." in out
+    rc, out = await kubectl("explain", "pods.spec.restartPolicy")
+    assert rc == 0, out
+    assert "FIELD: restartPolicy <string>\nENUM:\n    Always\n    Never\n    OnFailure\n\nDESCRIPTION:\n" in out
+    # Quantity's description says how a quantity is written, as upstream's does (it was one sentence)
+    rc, out = await kubectl("explain", "pods.spec.containers.resources.limits")
+    assert rc == 0, out
+    assert "FIELD: limits <map[string]Quantity>" in out
+    assert "<binarySI> ::= Ki | Mi | Gi | Ti | Pi | Ei" in out and '1.5Gi\n    "1536Mi"' in out
 
 
 

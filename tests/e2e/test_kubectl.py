@@ -248,6 +248,12 @@ def test_explain(cluster):
     assert "schedulingPolicy" in out
     out = cluster.kubectl("explain", "resourceclaims.spec.devices.requests").stdout
     assert "exactly" in out
+    # an enum-typed field lists its values, as kube-openapi's documents give them
+    out = cluster.kubectl("explain", "service.spec.type").stdout
+    assert "FIELD: type <string>\nENUM:\n    ClusterIP\n    ExternalName\n    LoadBalancer\n    NodePort\n" in out
+    out = cluster.kubectl("explain", "pods.spec", "--recursive").stdout
+    assert "  restartPolicy\t<string>\n  enum: Always, Never, OnFailure\n" in out
+    assert "    imagePullPolicy\t<string>\n    enum: Always, IfNotPresent, Never\n" in out
 
 
 def test_delete_wait_and_cascading(cluster, applied):
