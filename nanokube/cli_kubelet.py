@@ -390,7 +390,7 @@ async def _run(args: argparse.Namespace, cluster) -> int:
             return 0
         if args.static_pod_path:
             static = StaticPods(client, name, args.static_pod_path, goduration.parse(args.file_check_frequency),
-                                REAL, nodes.pods, lambda: agent.node_uid)
+                                REAL, nodes.pods, lambda: agent.node_uid, on_read=agent.static_pods_read)
             static.start()
         if args.rotate_certificates and args.bootstrap_kubeconfig:
             rotations.append(asyncio.create_task(bootstrap.rotate(client, name,

@@ -40,6 +40,7 @@ from .lifecycle import (SMP, SYNC_RETRY, Eviction, PodWorker, SimulatedRuntime, 
                         resource_version)
 from .simulated_cluster import WatchedCluster
 from .simulated_host import apparmor_enabled, system_info
+from .static_pods import MIRROR
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 from .volumes.stats import quantity_or_none
@@ -367,6 +368,12 @@ class NodeAgent:
         self.apparmor = apparmor_enabled(self.volumes.host_paths)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
+        #: the config hashes of the static pods this node's file source holds (static_pods.py; None:
+        #: no source), the workers of those whose mirror pod another deleted, by hash, until the
+        #: source makes the next one, and the UID each worker that adopted one is known by, by its UID
+        self.static_hashes: frozenset[str] | None = None
+        self._orphans: dict[str, PodWorker] = {}
+        self._mirrors: dict[str, str] = {}
         self._cluster, self._own_cluster = cluster, cluster is None
         self.devices.on_health = self._plugin_device_health_changed
         #: kubelet_lifecycle_handler_http_fallbacks_total: HTTPS hooks that passed over HTTP (hooks.py)
@@ -821,10 +828,31 @@ class NodeAgent:
 
     # --- pods -----------------------------------------------------------------------
 
+    def runs_static(self, pod: dict) -> bool:
+        """Whether `pod` is the mirror pod of a static pod this node's file source still holds: its
+        deletion by another removes the mirror pod alone, as upstream's kubelet runs the static pod
+        itself: it runs on, and reports to the mirror pod the source makes next."""
+        digest = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIRROR)
+        return digest is not None and self.static_hashes is not None and digest in self.static_hashes
+
+    def worker(self, uid: str) -> PodWorker | None:
+        """The worker running the pod of `uid`: a static pod's, by the UID of its mirror pod now."""
+        return self.workers.get(self._mirrors.get(uid, uid))
+
+    def static_pods_read(self, hashes) -> None:
+        """The file source read its manifests: the static pods of `hashes` are wanted; one whose
+        mirror pod is gone and whose manifest is too stops, as a removed manifest's static pod does."""
+        self.static_hashes = frozenset(hashes)
+        for digest in [d for d in self._orphans if d not in self.static_hashes]:
+            self._drop(self._orphans.pop(digest).uid)
+
     def sync_pod(self, pod: dict) -> None:
-        uid = pod["metadata"]["uid"]
+        uid = self._mirrors.get(pod["metadata"]["uid"], pod["metadata"]["uid"])
         self.eviction.notify()
         w = self.workers.get(uid)
+        if w is None and (orphan := self._orphans.pop((pod["metadata"].get("annotations") or {}).get(MIRROR), None)):
+            self._mirrors[pod["metadata"]["uid"]] = orphan.uid  # the static pod's next mirror pod: its status goes there
+            w = orphan
         if w is not None:
             w.update(pod)
         elif uid in self._admitting:
@@ -979,10 +1007,18 @@ class NodeAgent:
 
     def forget_pod(self, pod: dict) -> None:
         self.eviction.notify()
-        self._rejected.discard(pod["metadata"]["uid"])
-        self._holds.pop(pod["metadata"]["uid"], None)
-        self._admitting.pop(pod["metadata"]["uid"], None)
-        w = self.workers.pop(pod["metadata"]["uid"], None)
+        uid = self._mirrors.pop(pod["metadata"]["uid"], pod["metadata"]["uid"])
+        if self.runs_static(pod) and (w := self.workers.get(uid)) is not None:
+            self._orphans[pod["metadata"]["annotations"][MIRROR]] = w  # it runs on, for the next mirror pod
+            return
+        self._drop(uid)
+
+    def _drop(self, uid: str) -> None:
+        """The pod of `uid` is gone: what runs of it stops, what it held is freed."""
+        self._rejected.discard(uid)
+        self._holds.pop(uid, None)
+        self._admitting.pop(uid, None)
+        w = self.workers.pop(uid, None)
         if w is not None:
             self._in_background(self._release(w))
             self.retry_resizes()

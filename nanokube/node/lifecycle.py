@@ -62,6 +62,7 @@ from . import inplace
 from .simulated_applets import Terminal
 from .simulated_command import Program, interpret, outlives_sigterm
 from .simulated_io import SimulatedIO
+from .static_pods import MIRROR
 from .volumes import MountError
 
 log = logging.getLogger(__name__)
@@ -595,9 +596,18 @@ class PodWorker:
 
     @pod.setter
     def pod(self, pod: dict) -> None:
+        md = pod["metadata"]
+        if md.get("deletionTimestamp") and self._static(pod):  # another deleted the mirror pod alone
+            pod = {**pod, "metadata": {k: v for k, v in md.items()
+                                       if k not in ("deletionTimestamp", "deletionGracePeriodSeconds")}}
         self._pod = pod
         if self.deleted_at is None and pod["metadata"].get("deletionTimestamp"):
             self.deleted_at = self.clock.now()
+
+    def _static(self, pod: dict) -> bool:
+        """Whether `pod` is the mirror pod of a static pod the node runs (`agent.runs_static`): its
+        deletion by another, or its being gone, leaves the static pod running."""
+        return MIRROR in (pod["metadata"].get("annotations") or {}) and self.agent.runs_static(pod)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -1112,6 +1122,8 @@ class PodWorker:
             try:
                 await self._patch_status(now=self._last_now, **self._last_write)
             except EXPECTED as e:
+                if pod_gone(e) and self._static(self.pod):
+                    return  # its mirror pod is gone: the next one is written once adopted (`resync`)
                 if pod_gone(e):
                     raise
                 log.warning("pod %s/%s on %s: status not written, trying again: %s", self.namespace, self.name,
@@ -1187,7 +1199,8 @@ class PodWorker:
             st["ephemeralContainerStatuses"] = list(self.ephemeral.values())
         patch = status_patch(live, st)
         if patch:
-            self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.uid}, "status": patch}, SMP,
+            self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.pod["metadata"]["uid"]},
+                                                               "status": patch}, SMP,
                                                    namespace=self.namespace, subresource="status")
         self._wrote = _owned(self.pod.get("status") or {}, _gates(self.pod.get("spec") or {}))
 
@@ -2533,7 +2546,7 @@ class PodWorker:
         while True:
             try:
                 await self.agent.pods.delete(self.name, self.namespace, grace_period_seconds=0,
-                                             preconditions={"uid": self.uid})
+                                             preconditions={"uid": self.pod["metadata"]["uid"]})
                 break
             except EXPECTED as e:
                 if not isinstance(e, APIError) or e.code not in (404, 409):

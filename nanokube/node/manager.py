@@ -268,7 +268,7 @@ class NodeManager:
         """MetricsProvider.memory_charges: the pages of the memory-backed emptyDirs of a pod these
         agents run, by the running container they count in (stats.tmpfs_charges); None for others."""
         agent = self._agent(pod) if memory_backed(pod) else None
-        worker = agent.workers.get(pod["metadata"].get("uid", "")) if agent is not None else None
+        worker = agent.worker(pod["metadata"].get("uid", "")) if agent is not None else None
         if worker is None:
             return None
         return tmpfs_charges(pod, tmpfs_usage(agent.volumes, worker, pod), [c["name"] for c in running_containers(pod)])

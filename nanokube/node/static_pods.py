@@ -17,8 +17,10 @@ and read where they changed, and read again each fileCheckFrequency regardless.
 
 Upstream's kubelet runs the static pod itself and keeps the mirror pod as its reflection (it runs
 before the API server answers, and without a Node); nanokube's node runs the mirror pod, as any pod
-bound to it: the pod starts once the Node exists and its mirror pod was created, and a deleted
-mirror pod's containers start again in its replacement, where upstream's keep running."""
+bound to it, so the pod starts once the Node exists and its mirror pod was created. The node agent
+knows the hashes this source holds (`on_read`): a mirror pod another deletes is the reflection
+alone, so its static pod keeps running (restartCount, containers and IP unchanged), and its status
+goes to the mirror pod made next; a static pod whose manifest is gone or changed stops."""
 
 from __future__ import annotations
 
@@ -104,13 +106,15 @@ def _signature(path: str) -> tuple:
 class StaticPods:
     """One node's file source and mirror pods. `pods` is the node's pod informer (synced), whose
     cache says which mirror pods exist and whose events wake a pass; `node_uid` the Node's UID the
-    mirror pods' owner reference names."""
+    mirror pods' owner reference names; `on_read` the node agent's (`static_pods_read`)."""
 
     def __init__(self, client, node: str, path: str, check_frequency: float, clock: Clock, pods,
-                 node_uid: Callable[[], str]):
+                 node_uid: Callable[[], str], *, on_read: Callable[[set[str]], None]):
         self.api = client.resource("", "v1", "pods")
         self.node, self.path, self.check_frequency, self.clock = node, path, check_frequency, clock
         self.informer, self.node_uid = pods, node_uid
+        #: told the static pods' hashes each time the manifests are read, before their mirror pods change
+        self.on_read = on_read
         #: the static pods the manifests hold, by namespace/name
         self.desired: dict[str, dict] = {}
         #: when each hash was first seen (config.seen)
@@ -139,6 +143,7 @@ class StaticPods:
                 signature, read_at = current, now
                 self._refused.clear()
                 self.desired = await asyncio.to_thread(read_manifests, self.path, self.node)
+                self.on_read({pod["metadata"]["annotations"][HASH] for pod in self.desired.values()})
             try:
                 await self.sync()
             except asyncio.CancelledError:

@@ -23,13 +23,13 @@ class NodeStreamingServer:
         self.agent = agent
 
     def _worker(self, namespace: str, pod: str, uid: str) -> PodWorker:
-        w = self.agent.workers.get(uid)
+        w = self.agent.worker(uid)
         if w is None or w.namespace != namespace or w.name != pod:
             raise StreamFailed(f'pod "{pod}" in namespace "{namespace}" is not running on node "{self.agent.name}"')
         return w
 
     def has_container(self, namespace: str, pod: str, uid: str, container: str) -> bool:
-        w = self.agent.workers.get(uid)
+        w = self.agent.worker(uid)
         return w is not None and w.namespace == namespace and w.name == pod and w.has_container(container)
 
     async def exec(self, namespace: str, pod: str, uid: str, container: str, command: list[str],
@@ -45,7 +45,7 @@ class NodeStreamingServer:
 
     async def logs(self, namespace: str, pod: str, uid: str, container: str,
                    options: LogOptions) -> bytes | AsyncIterable[bytes]:
-        w = self.agent.workers.get(uid)
+        w = self.agent.worker(uid)
         if w is None:
             raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating')
         return await w.logs(container, options)
