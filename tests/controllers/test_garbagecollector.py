@@ -8,6 +8,7 @@ from nanokube.client.metrics import REQUESTS
 from nanokube.machinery.errors import APIError
 from nanokube.store.memory import MemoryStore
 from nanokube.controllers.garbagecollector import GarbageCollector
+from nanokube.controllers.manager import MAPPER_RESET_PERIOD
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 
@@ -391,6 +392,19 @@ async def establish_things(server: APIServer) -> None:
     assert await eventually(established)
 
 
+@pytest.fixture
+async def over_http():
+    """A server serving CRDs; an HTTP client of it that read discovery at start, on a clock that moves
+    only when a test moves it, its read stale 30 s on (the controller manager's RESTMapper reset)."""
+    server, clock = await crd_server(), ManualClock()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    client.reset_mapping_every(MAPPER_RESET_PERIOD)
+    yield server, client, clock
+    await client.close()
+    await server.stop()
+
+
 async def test_a_crd_established_while_the_collector_starts_is_monitored_from_its_start():
     """A CRD served after the collector first looked for resources, whose events reach it while its
     monitors sync, gets its monitor when the start is done (upstream's GC Sync looks at discovery as it
@@ -420,15 +434,13 @@ async def test_a_crd_established_while_the_collector_starts_is_monitored_from_it
         await server.stop()
 
 
-async def test_over_http_a_crd_served_later_is_monitored_at_its_event_and_its_objects_collected():
+async def test_over_http_a_crd_served_later_is_monitored_at_its_event_and_its_objects_collected(over_http):
     """Over HTTP the client reads discovery at start and then when asked: a CRD served after the
     collector started is a miss its event shows, so discovery is read then and the resource monitored
     at once (upstream's collector waits for its next Sync, up to 30 s; here the clock never moves, so
     no periodic look helps). A custom parent's background and foreground deletions take its custom
     child along; a later change of the CRD, whose resource discovery lists, reads nothing."""
-    server, clock = await crd_server(), ManualClock()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
-    await client.start()
+    server, client, clock = over_http
     gc = GarbageCollector(client, clock=clock)
     await gc.start()
     try:
@@ -465,17 +477,13 @@ async def test_over_http_a_crd_served_later_is_monitored_at_its_event_and_its_ob
         assert REQUESTS.labels("200", "GET", client.host).value == gets
     finally:
         await gc.stop()
-        await client.close()
-        await server.stop()
 
 
-async def test_a_dependent_whose_owner_kind_is_not_served_yet_is_looked_at_again():
+async def test_a_dependent_whose_owner_kind_is_not_served_yet_is_looked_at_again(over_http):
     """A dependent naming an owner of a kind no server serves yet (restored before its owner's CRD) is
     not dropped: it is looked at again, later each time, as upstream requeues an item on a
     restMappingError; once the CRD is served its owner is found gone, and the dependent goes."""
-    server, clock = await crd_server(), ManualClock()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
-    await client.start()
+    server, client, clock = over_http
     gc = GarbageCollector(client, clock=clock)
     await gc.start()
     try:
@@ -495,5 +503,3 @@ async def test_a_dependent_whose_owner_kind_is_not_served_yet_is_looked_at_again
         assert await eventually(collected, timeout=10)
     finally:
         await gc.stop()
-        await client.close()
-        await server.stop()

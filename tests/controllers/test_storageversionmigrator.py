@@ -4,15 +4,12 @@ before its resourceVersion (which the status validation would refuse)."""
 
 import pytest
 
-from nanokube.client.http import HTTPClient
-from nanokube.client.kubeconfig import Credentials
 from nanokube.client.metrics import REQUESTS
 from nanokube.controllers.manager import MAPPER_RESET_PERIOD
 from nanokube.controllers.storageversionmigrator import NotInDiscovery, StorageVersionMigrator
 from nanokube.machinery.errors import APIError
 from tests.controllers import eventually, make_stack
-from tests.controllers.test_garbagecollector import crd_server, establish_things
-from tests.node import ManualClock
+from tests.controllers.test_garbagecollector import establish_things, over_http  # noqa: F401 (the fixture)
 
 
 @pytest.fixture
@@ -67,16 +64,13 @@ async def _has(ctrl, name):
     return ctrl.inf.get(name) is not None
 
 
-async def test_over_http_a_crd_installed_later_is_found_once_the_discovery_read_is_stale():
+async def test_over_http_a_crd_installed_later_is_found_once_the_discovery_read_is_stale(over_http):  # noqa: F811 (the fixture)
     """Over HTTP the migrator's client reads discovery at start: a migration of a custom resource
     whose CRD comes later misses, and each retry while that read is fresh reads nothing more; once it
     is stale (the controller manager's 30 s RESTMapper reset) the next retry reads discovery again,
     as the resource-version controller's mapper does, and the migration runs, with no other
     component reading discovery for it."""
-    server, clock = await crd_server(), ManualClock()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
-    await client.start()
-    client.reset_mapping_every(MAPPER_RESET_PERIOD)
+    server, client, clock = over_http
     ctrl = StorageVersionMigrator(client, clock=clock)
     svms = client.resource("storagemigration.k8s.io", "v1", "storageversionmigrations")
     try:
@@ -100,5 +94,3 @@ async def test_over_http_a_crd_installed_later_is_found_once_the_discovery_read_
         assert await eventually(finished, timeout=10)
     finally:
         await ctrl.stop()
-        await client.close()
-        await server.stop()

@@ -7,16 +7,11 @@ from __future__ import annotations
 import copy
 
 import orjson
-import pytest
 
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.client.http import HTTPClient
-from nanokube.client.kubeconfig import Credentials
-from nanokube.controllers.manager import MAPPER_RESET_PERIOD
 from nanokube.controllers.validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 from tests.controllers import eventually
-from tests.controllers.test_garbagecollector import crd_server
-from tests.node import ManualClock
+from tests.controllers.test_garbagecollector import over_http  # noqa: F401 (the fixture)
 
 G = "admissionregistration.k8s.io"
 
@@ -123,13 +118,13 @@ async def test_request_and_namespace_object_are_typed(stack):
     await ctrl.stop()
 
 
-async def test_over_http_a_crd_served_after_the_last_discovery_read_is_checked_against(stack_over_http):
+async def test_over_http_a_crd_served_after_the_last_discovery_read_is_checked_against(over_http):  # noqa: F811 (the fixture)
     """Over HTTP the controller's client reads discovery at start. A policy written before the CRD it
     matches is checked then, against nothing; the CRD's arrival checks no policy again (upstream's
     controller checks a generation once). A policy written after it misses in the client's copy, which
     is read again at once (upstream's type checker resets its RESTMapper on a miss): checked against the
     CRD's schema, as is the first policy's next generation. The clock never moves: no periodic read."""
-    server, client = stack_over_http
+    server, client, _ = over_http
     ctrl = ValidatingAdmissionPolicyStatusController(client)
     await ctrl.start()
     vaps = client.resource(G, "v1", "validatingadmissionpolicies")
@@ -171,14 +166,3 @@ async def test_over_http_a_crd_served_after_the_last_discovery_read_is_checked_a
     finally:
         await ctrl.stop()
 
-
-@pytest.fixture
-async def stack_over_http():
-    """A server serving CRDs, and an HTTP client of it that read discovery once, on a clock that never moves."""
-    server = await crd_server()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=ManualClock())
-    await client.start()
-    client.reset_mapping_every(MAPPER_RESET_PERIOD)
-    yield server, client
-    await client.close()
-    await server.stop()
