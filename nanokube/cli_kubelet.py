@@ -142,7 +142,8 @@ def add_parser(sub) -> None:
     config_flag("--eviction-soft-grace-period", metavar="SIGNAL=DURATION,...",
                 help="evictionSoftGracePeriod: each soft threshold's grace period (required for each)")
     config_flag("--eviction-max-pod-grace-period", type=int, metavar="SECONDS",
-                help="evictionMaxPodGracePeriod: the most grace a soft eviction gives a pod (0, the default: its own)")
+                help="evictionMaxPodGracePeriod: the most grace a soft eviction gives a pod (0, the default: its own; "
+                     "negative: 1 s)")
     p.set_defaults(secure_port=None, bind_address=None)
 
 
@@ -433,8 +434,8 @@ async def _until_stopped(work, stop: asyncio.Event) -> bool:
 
 
 def _thresholds(parsed: dict) -> tuple:
-    """evictionHard's or evictionSoft's thresholds of the signals the node observes, memory's first
-    (the eviction manager's order); the others' (imagefs, inodes) are never crossed here."""
+    """evictionHard's or evictionSoft's thresholds of the signals the node observes (all but
+    allocatableMemory's and containerfs's), in the eviction manager's order: memory's first."""
     from .node.eviction import SIGNALS, Threshold
 
     return tuple(Threshold(signal, *parsed[signal]) for signal in SIGNALS if signal in parsed)

@@ -20,7 +20,10 @@ cgroup) plus the system's share for memory; for disk, the pods' in-memory emptyD
 (volumes/stats.py's du count, as the summary's volume stats), their containers' writable
 layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`)
 and log files (what they wrote to stdout and stderr, as CRI log files), and their etc-hosts
-files; one process per running container for PIDs. volumes/stats.local_usage counts the disk for
+files, with the inodes of all these against the node's (one per 16 KiB of its ephemeral
+storage); the images' filesystem is the node's, so imagefs.available and imagefs.inodesFree
+observe what nodefs's do (crossed first at upstream's default 15%); one process per running
+container for PIDs. volumes/stats.local_usage counts the disk for
 the summary too, which serves an emptyDir's count from its last minute's measurement where this
 counts it at each pass, and adds the configMap volumes the kubelet wrote on disk, which this
 leaves out (measuring them is a walk of the node's disk). On the process runtime the emptyDirs of the pods with a storage limit
@@ -84,12 +87,20 @@ THRESHOLD_MET = "EvictionThresholdMet"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
 
 MEMORY, NODEFS, PIDS = "memory.available", "nodefs.available", "pid.available"
+NODEFS_INODES, IMAGEFS, IMAGEFS_INODES = "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree"
+INODES = "inodes"
 #: each signal's node condition, the resource it reclaims and the format its quantities print in
 SIGNALS = {MEMORY: ("MemoryPressure", "memory", BINARY_SI),
-           NODEFS: ("DiskPressure", "ephemeral-storage", BINARY_SI),
+           NODEFS: ("DiskPressure", EPHEMERAL_STORAGE, BINARY_SI),
+           NODEFS_INODES: ("DiskPressure", INODES, DECIMAL_SI),
+           IMAGEFS: ("DiskPressure", EPHEMERAL_STORAGE, BINARY_SI),
+           IMAGEFS_INODES: ("DiskPressure", INODES, DECIMAL_SI),
            PIDS: ("PIDPressure", "pids", DECIMAL_SI)}
 #: the order thresholds are reclaimed in when several are met (byEvictionPriority: memory first)
 _PRIORITY = {signal: i for i, signal in enumerate(SIGNALS)}
+#: the bytes of a simulated node's filesystem per inode (mke2fs's default inode_ratio): its inodes
+#: are its ephemeral-storage capacity over this
+BYTES_PER_INODE = 16384
 
 
 def _float32(p: float) -> float:
@@ -112,11 +123,13 @@ class Threshold:
         return self.quantity if self.quantity is not None else int(capacity * _float32(self.percentage or 0.0))
 
 
-#: the simulated kubelets' evictionHard: upstream's Linux defaults for the signals the nodes observe
-#: (memory.available<100Mi, nodefs.available<10%), with pid.available<10%, which upstream leaves
-#: unset, so that PIDPressure has a threshold as many distributions configure one
+#: the simulated kubelets' evictionHard: upstream's Linux defaults (memory.available<100Mi,
+#: nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5%), with
+#: pid.available<10%, which upstream leaves unset, so that PIDPressure has a threshold as many
+#: distributions configure one
 HARD = (Threshold(MEMORY, quantity=MEMORY_THRESHOLD), Threshold(NODEFS, percentage=0.10),
-        Threshold(PIDS, percentage=0.10))
+        Threshold(NODEFS_INODES, percentage=0.05), Threshold(IMAGEFS, percentage=0.15),
+        Threshold(IMAGEFS_INODES, percentage=0.05), Threshold(PIDS, percentage=0.10))
 
 
 @dataclass(frozen=True)
@@ -141,6 +154,8 @@ class PodStats:
     #: the pages of its memory-backed emptyDirs that no running container mounts, which count in the
     #: pod's working set (and the node's) beside its containers' (whose own tmpfs pages `memory` holds)
     tmpfs: int = 0
+    #: the inodes its local ephemeral storage holds (files, directories, log files, etc-hosts)
+    inodes: int = 0
 
 
 #: the pod's stats, or None where the summary has none (no container running)
@@ -198,6 +213,10 @@ def _disk_used(s: PodStats) -> int:
     return s.disk
 
 
+def _inodes_used(s: PodStats) -> int:
+    return s.inodes
+
+
 def rank_memory_pressure(pods: list[dict], stats: StatsFunc) -> list[dict]:
     """rankMemoryPressure: pods using more memory than they request first, then by priority, then by use above requests."""
     return _ordered(pods, _usage_cmp(stats, _memory_used, "memory", False), _priority,
@@ -215,7 +234,17 @@ def rank_pid_pressure(pods: list[dict], stats: StatsFunc) -> list[dict]:
     return _ordered(pods, _priority, _processes(stats))
 
 
-RANK = {MEMORY: rank_memory_pressure, NODEFS: rank_disk_pressure, PIDS: rank_pid_pressure}
+def rank_inode_pressure(pods: list[dict], stats: StatsFunc) -> list[dict]:
+    """rankDiskPressureFunc for inodes: as for disk, against no request (a pod cannot request
+    inodes), so every pod holding any exceeds it: by priority, then the most inodes first."""
+    return _ordered(pods, _usage_cmp(stats, _inodes_used, INODES, False), _priority,
+                    _usage_cmp(stats, _inodes_used, INODES, True))
+
+
+#: each signal's ranking; the image filesystem is the node's (no dedicated one), so its signals
+#: rank as nodefs's do, by everything a pod holds there
+RANK = {MEMORY: rank_memory_pressure, NODEFS: rank_disk_pressure, NODEFS_INODES: rank_inode_pressure,
+        IMAGEFS: rank_disk_pressure, IMAGEFS_INODES: rank_inode_pressure, PIDS: rank_pid_pressure}
 
 
 def _quantity(value: int, fmt: str) -> str:
@@ -246,7 +275,9 @@ def message(signal: str, pod: dict, stats: PodStats | None, observation: Observa
     out = f"The node was low on resource: {resource}. "
     threshold = next(t for t in hard if t.signal == signal)
     if observation is not None:
-        out += (f"Threshold quantity: {_quantity(threshold.value(observation.capacity), fmt)}, "
+        # (a percentage's quantity is a BinarySI one, as GetThresholdQuantity makes it)
+        shown = BINARY_SI if threshold.percentage is not None else fmt
+        out += (f"Threshold quantity: {_quantity(threshold.value(observation.capacity), shown)}, "
                 f"available: {_quantity(observation.available, fmt)}. ")
     if stats is None:
         return out, {}
@@ -266,6 +297,14 @@ def message(signal: str, pod: dict, stats: PodStats | None, observation: Observa
             used_by.append(_quantity(used, BINARY_SI))
     return out, {OFFENDING_CONTAINERS: ",".join(offending), OFFENDING_CONTAINERS_USAGE: ",".join(used_by),
                  STARVED_RESOURCE: resource}
+
+
+def _writes(pod: dict) -> bool:
+    """Whether a pod runs a command of its own (a simulated script), which may write files or logs
+    at any time and fill the node's disk or inodes; an image's own process writes none."""
+    spec = pod.get("spec") or {}
+    return any(c.get("command") or c.get("args") for key in ("initContainers", "containers")
+               for c in spec.get(key) or ())
 
 
 def storage_limited(pod: dict) -> bool:
@@ -309,8 +348,9 @@ def _bytes(q) -> int:
 
 class EvictionManager:
     """One node's eviction manager, on its agent's clock. It passes once per MONITORING_PERIOD while a
-    signal may be crossed: a pressure fault holds, a condition is within its transition period, or
-    the pods' usage is measured (the process runtime). Otherwise the pods' usage changes only with
+    signal may be crossed: a pressure fault holds, a condition is within its transition period,
+    the pods' usage is measured (the process runtime), or a pod runs a script of its own, whose
+    files and logs may fill the disk or its inodes at any time. Otherwise the pods' usage changes only with
     their objects (the usage model reads them), so it waits for the agent to `notify` it of a pod
     or fault change and passes then, as the kernel's memory threshold notifier wakes upstream's:
     an idle node (thousands in a simulation, a year between heartbeats) keeps no timer."""
@@ -354,10 +394,11 @@ class EvictionManager:
         or a pod's writes may take it past a local storage limit or fill the node's memory (a
         memory-backed emptyDir's files: they change on their own)."""
         return bool(self.agent.faults.pressure or self.conditions or MetricsProvider.usage_sources) or any(
-            storage_limited(w.pod) or memory_backed(w.pod) for w in list(self.agent.workers.values()) if self._active(w))
+            storage_limited(w.pod) or memory_backed(w.pod) or _writes(w.pod)
+            for w in list(self.agent.workers.values()) if self._active(w))
 
     async def _run(self) -> None:
-        """Passes, each after a change or one period after the last while periodic; after an
+        """Passes, each after a change, or one period after the last while periodic; after an
         eviction, the pass waits for the pod to stop (at most POD_CLEANUP_TIMEOUT), then the rest of
         the period, as the stats a next decision needs are refreshed once a period (upstream acts
         only on thresholds whose stats changed since its last pass)."""
@@ -375,10 +416,21 @@ class EvictionManager:
             if evicted and not await self._cleaned_up(evicted):
                 log.info("node %s: timed out waiting for pods %s to be cleaned up", self.agent.name,
                          ", ".join(f"{w.namespace}/{w.name}" for w in evicted))
-            if evicted or self._periodic():
-                await self.clock.sleep(max(began + MONITORING_PERIOD - self.clock.monotonic(), 0.0))
+            rest = max(began + MONITORING_PERIOD - self.clock.monotonic(), 0.0)
+            if evicted:
+                await self.clock.sleep(rest)
+            elif self._periodic():  # the period's end, or a change before it (as without a period)
+                await self._period_or_change(rest)
             else:
                 await self._changed.wait()
+
+    async def _period_or_change(self, rest: float) -> None:
+        changed, period = asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self.clock.sleep(rest))
+        try:
+            await asyncio.wait((changed, period), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (changed, period):
+                task.cancel()
 
     async def _cleaned_up(self, evicted: list) -> bool:
         """waitForPodsCleanup: whether every evicted pod stops within POD_CLEANUP_TIMEOUT."""
@@ -416,7 +468,7 @@ class EvictionManager:
             out[uid] = PodStats({name: u.memory for name, u in usage.items()}, local.total, len(usage),
                                 local.empty_dirs | local.tmpfs,
                                 {name: used + local.logs[name] for name, used in local.rootfs.items()},
-                                tmpfs_charges(pod, local.tmpfs, usage).get("", 0))
+                                tmpfs_charges(pod, local.tmpfs, usage).get("", 0), local.inodes)
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:
             del self._usage_cache[uid]
         return out
@@ -436,7 +488,10 @@ class EvictionManager:
         return out
 
     def observe(self, stats: dict[str, PodStats]) -> dict[str, Observation]:
-        """makeSignalObservations: each signal's capacity and what is available of it."""
+        """makeSignalObservations: each signal's capacity and what is available of it, as the
+        node's summary reports them (node.memory, node.fs, node.runtime.imageFs, node.rlimit).
+        The images' filesystem is the node's (a simulated image takes no disk): its signals
+        observe the same bytes and inodes as nodefs's."""
         capacity = self.agent.spec.capacity
         out = {}
         memory = _bytes(capacity.get("memory"))
@@ -445,9 +500,16 @@ class EvictionManager:
             out[MEMORY] = Observation(max(memory - used, 0), memory)
         disk = _bytes(capacity.get("ephemeral-storage"))
         if disk:
-            out[NODEFS] = Observation(max(disk - sum(s.disk for s in stats.values()), 0), disk)
+            out[NODEFS] = out[IMAGEFS] = Observation(max(disk - sum(s.disk for s in stats.values()), 0), disk)
+            inodes = disk // BYTES_PER_INODE
+            out[NODEFS_INODES] = out[IMAGEFS_INODES] = Observation(
+                max(inodes - sum(s.inodes for s in stats.values()), 0), inodes)
         out[PIDS] = Observation(max(PID_MAX - sum(s.processes for s in stats.values()), 0), PID_MAX)
         return out
+
+    def observations(self) -> dict[str, Observation]:
+        """The signals as the node's summary reports them now: observed, with any pressure fault's leak."""
+        return self._faulted(self.observe(self.pod_stats()))
 
     def _faulted(self, observations: dict[str, Observation]) -> dict[str, Observation]:
         """The observations with each pressure fault's leak: half its threshold left (as the node's
@@ -538,9 +600,11 @@ class EvictionManager:
 
     def _soft_grace(self, pod: dict) -> int | None:
         """A soft threshold's eviction's grace: evictionMaxPodGracePeriod, or the pod's own where
-        shorter; None (the pod's own) where that is 0, as the pod workers read a zero override."""
+        shorter; None (the pod's own) where that is 0, as the pod workers read a zero override. A
+        negative evictionMaxPodGracePeriod is no "defer to the pod" in 1.37, whatever its flag's
+        help says: the override is the negative value, which the pod workers raise to 1 s."""
         grace = min(self.max_pod_grace_period, (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-        return grace if grace > 0 else None
+        return None if grace == 0 else max(grace, IMMEDIATE_GRACE)
 
     async def _evict(self, w, signal: str, why: str, annotations: dict[str, str] | None = None,
                      conditions: tuple = (), grace: int | None = IMMEDIATE_GRACE) -> None:

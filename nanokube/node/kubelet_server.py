@@ -35,6 +35,7 @@ from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from . import dns
 from .containerlog import cri_line
+from .eviction import IMAGEFS, IMAGEFS_INODES, NODEFS, NODEFS_INODES, PIDS
 from .volumes import pod_certificate
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
                             memory_backed, pod_volume_stats, tmpfs_charges, tree_usage)
@@ -442,8 +443,26 @@ class KubeletServer:
         if capacity:
             node_memory["availableBytes"] = max(capacity - node_mem, 0)
         return _json({"node": {"nodeName": self.agent.name, "startTime": clock.rfc3339(self.started),
-                               "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
+                               "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory,
+                               **self._node_filesystems(stamp)},
                       "pods": pods})
+
+    def _node_filesystems(self, stamp: str) -> dict:
+        """The summary node's fs, runtime.imageFs and rlimit, from what the eviction manager observes
+        (its signals are these): the images' filesystem is the node's, holding no image bytes."""
+        seen = self.agent.eviction.observations()
+        out: dict = {}
+        if NODEFS in seen:
+            for key, (space, inodes, used) in (("fs", (NODEFS, NODEFS_INODES, None)),
+                                               ("imageFs", (IMAGEFS, IMAGEFS_INODES, 0))):
+                fs, files = seen[space], seen[inodes]
+                out[key] = {"time": stamp, "availableBytes": fs.available, "capacityBytes": fs.capacity,
+                            "usedBytes": fs.capacity - fs.available if used is None else used,
+                            "inodesFree": files.available, "inodes": files.capacity,
+                            "inodesUsed": files.capacity - files.available if used is None else used}
+            out["runtime"] = {"imageFs": out.pop("imageFs")}
+        pids = seen[PIDS]
+        return {**out, "rlimit": {"time": stamp, "maxpid": pids.capacity, "curproc": pids.capacity - pids.available}}
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), the pods

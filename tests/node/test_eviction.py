@@ -16,8 +16,9 @@ from nanokube.metrics.api import MetricsAPI
 from nanokube.metrics.provider import MetricsProvider
 from nanokube.metrics.usage import simulated_usage
 from nanokube.node.cluster import parse_cluster
-from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, Threshold, message,
-                                    rank_disk_pressure, rank_memory_pressure, rank_pid_pressure,
+from nanokube.node.eviction import (HARD, IMAGEFS, IMAGEFS_INODES, MEMORY, NODEFS, NODEFS_INODES, PID_MAX, PIDS,
+                                    Observation, PodStats, Threshold, message,
+                                    rank_disk_pressure, rank_inode_pressure, rank_memory_pressure, rank_pid_pressure,
                                     storage_limited, storage_violation)
 from nanokube.node.manager import NodeManager
 from tests.controllers import becomes, eventually
@@ -54,6 +55,12 @@ def test_disk_ranks_by_local_storage_against_ephemeral_storage_requests():
     assert names(rank_disk_pressure(pods, lambda p: stats[p["metadata"]["uid"]])) == ["big", "small", "asked"]
 
 
+def test_inodes_rank_by_priority_then_the_most_inodes_as_no_pod_requests_any():
+    pods = [pod("few"), pod("important-many", 10), pod("many", storage="1Gi")]
+    stats = {"few": PodStats(inodes=3), "important-many": PodStats(inodes=900), "many": PodStats(inodes=50)}
+    assert names(rank_inode_pressure(pods, lambda p: stats[p["metadata"]["uid"]])) == ["many", "few", "important-many"]
+
+
 def test_pids_rank_by_priority_then_the_most_processes():
     pods = [pod("few"), pod("important-many", 10), pod("many")]
     stats = {"few": PodStats(processes=1), "important-many": PodStats(processes=9), "many": PodStats(processes=3)}
@@ -88,7 +95,7 @@ def test_the_message_names_the_threshold_what_was_left_and_each_container_over_i
     # no stats, no containers to name and no annotations
     assert message(PIDS, p, None, Observation(200_000, 4_194_304)) == (
         "The node was low on resource: pids. Threshold quantity: 419430, available: 200k. ", {})
-    assert {t.signal for t in HARD} == {MEMORY, NODEFS, PIDS}
+    assert [t.signal for t in HARD] == [MEMORY, NODEFS, NODEFS_INODES, IMAGEFS, IMAGEFS_INODES, PIDS]
 
 
 def limited(volumes=(), containers=(), inits=()) -> dict:
@@ -129,9 +136,9 @@ pools:
 
 
 @contextlib.asynccontextmanager
-async def node():
+async def node(cluster=CLUSTER):
     async with api_on_manual_clock() as (s, clock):
-        mgr = NodeManager(connector(s.rest), CLUSTER, clock)
+        mgr = NodeManager(connector(s.rest), cluster, clock)
         await mgr.start()
         try:
             yield s.client, clock, mgr
@@ -551,3 +558,93 @@ async def test_files_in_a_memory_backed_emptydir_count_in_memory_pressure():
         assert p["status"]["message"].startswith("The node was low on resource: memory. Threshold quantity: 100Mi, ")
         assert await evictions(mgr) == {"memory.available": 1}
         assert await condition(client, "MemoryPressure") == "True"
+
+
+#: a node with a 16Mi disk: 1024 inodes (one per 16 KiB), nodefs.inodesFree<5% below 51 free
+TINY_DISK = parse_cluster("""\
+pools:
+  - name: small
+    count: 1
+    capacity: {cpu: "4", memory: 8Gi, pods: "6", ephemeral-storage: 16Mi}
+""")
+
+
+async def test_files_filling_the_nodes_inodes_report_disk_pressure_and_evict_the_pod_holding_most():
+    """nodefs.inodesFree (and imagefs.inodesFree: the images' filesystem is the node's): a pod
+    creating 1000 empty files leaves fewer than 5% of the node's 1024 inodes free, as the summary
+    reports them. DiskPressure, and the pod holding the most inodes goes (no pod requests any),
+    with upstream's message and event; the quiet pod stays."""
+    async with node(TINY_DISK) as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        await pods.create(writer("quiet", "sleep 3600"))
+        await pods.create(writer("files", "sleep 5; cd /cache && touch $(seq 1 1000); sleep 3600"))
+        for name in ("quiet", "files"):
+            await eventually(phase_is(pods, name, "Running"))
+        await clock.advance(1)
+        fs = (await stats_summary(mgr))["node"]["fs"]
+        assert (fs["inodes"], fs["capacityBytes"], fs["inodesFree"] > 1000) == (1024, 16 * MI, True)
+        assert await condition(client, "DiskPressure") == "False"
+        for _ in range(4):  # the files are there at 5 s, the pass after evicts
+            await clock.advance(5)
+        p = await eventually(phase_is(pods, "files", "Failed"))
+        why = p["status"]["message"]
+        assert why.startswith("The node was low on resource: inodes. Threshold quantity: 51, available: ")
+        assert int(why.split("available: ")[1].rstrip(". ")) < 51 and why.endswith(". ")
+        assert p["status"]["reason"] == "Evicted"
+        assert await condition(client, "DiskPressure") == "True"
+        assert await evicted_annotations(client, "files") == [
+            {"offending_containers": "", "offending_containers_usage": "", "starved_resource": "inodes"}]
+        assert ("Warning", "EvictionThresholdMet", "Attempting to reclaim inodes") in \
+            await events_of(client, "small-0", "Node")()
+        assert await evictions(mgr) == {"nodefs.inodesFree": 1}
+        for _ in range(3):
+            await clock.advance(10)
+        assert await phases(pods) == {"quiet": "Running", "files": "Failed"}
+        assert (await stats_summary(mgr))["node"]["fs"]["inodesFree"] > 1000
+
+
+async def test_a_disk_filled_past_the_image_filesystems_threshold_evicts_for_imagefs_available():
+    """imagefs.available<15% crosses before nodefs.available<10% on a node whose images share its
+    disk: a pod writing 14Mi of the 16Mi leaves 12% free; evicted for imagefs.available, the
+    ephemeral storage its container wrote (its writable layer and logs) named against its request."""
+    async with node(TINY_DISK) as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        await pods.create(writer("filler", "sleep 5; dd if=/dev/zero of=/tmp/blob bs=1M count=14; sleep 3600"))
+        await eventually(phase_is(pods, "filler", "Running"))
+        for _ in range(4):
+            await clock.advance(5)
+        p = await eventually(phase_is(pods, "filler", "Failed"))
+        # 12% left: 14Mi written, a block each for dd's report in its log, etc-hosts and /cache
+        assert p["status"]["message"] == (
+            "The node was low on resource: ephemeral-storage. Threshold quantity: 2516582, available: 2036Ki. "
+            "Container app was using 14340Ki, request is 0, has larger consumption of ephemeral-storage. ")
+        assert await condition(client, "DiskPressure") == "True"
+        assert await evictions(mgr) == {"imagefs.available": 1}
+
+
+async def test_processes_past_a_pid_threshold_report_pid_pressure_and_a_negative_max_grace_is_one_second():
+    """pid.available (a joined kubelet's evictionSoft here): the node's processes, one per running
+    container, as the summary's rlimit reports them. PIDPressure, and the pod evicted after the
+    grace period with evictionMaxPodGracePeriod -1: in 1.37 no deferral to the pod's own 30 s
+    (whatever the flag's help says) but the pod workers' 1 s floor, so its slow stop is killed."""
+    async with node() as (client, clock, mgr):
+        eviction = mgr.agents["small-0"].eviction
+        eviction.soft = (Threshold(PIDS, quantity=PID_MAX - 1, grace_period=10),)
+        eviction.max_pod_grace_period = -1
+        pods = client.resource("", "v1", "pods")
+        await pods.create(running("slow", annotations={"sim.nanokube.io/stop-seconds": "10"}))
+        await eventually(phase_is(pods, "slow", "Running"))
+        await clock.advance(1)
+        assert (await stats_summary(mgr))["node"]["rlimit"]["curproc"] == 1
+        assert await condition(client, "PIDPressure") == "False"
+        await pods.create(running("second"))
+        await eventually(phase_is(pods, "second", "Running"))
+        await clock.advance(1)
+        assert await condition(client, "PIDPressure") == "True"
+        for _ in range(2):
+            await clock.advance(10)
+        p = await eventually(phase_is(pods, "slow", "Failed"))
+        assert p["status"]["message"] == \
+            f"The node was low on resource: pids. Threshold quantity: {PID_MAX - 1}, available: {PID_MAX - 2}. "
+        assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+        assert await evictions(mgr) == {"pid.available": 1}

@@ -11,6 +11,7 @@ from multidict import CIMultiDict, MultiDict
 from nanokube.clock import VirtualClock
 from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node.dra.metrics import DRAMetrics
+from nanokube.node.eviction import PID_MAX, EvictionManager
 from nanokube.node.faults import Faults
 from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.simulated_fs import Dir, File
@@ -33,12 +34,12 @@ def agent(clock):
                                              "state": {"running": {"startedAt": clock.rfc3339(START)}}}]}}
     pending = {"metadata": {"name": "wait", "namespace": "ml", "uid": "u2"},
                "spec": {"containers": [{"name": "main"}]}, "status": {"phase": "Pending"}}
-    spec = SimpleNamespace(capacity={"cpu": "8", "memory": "16Gi", "pods": "110"})
+    spec = SimpleNamespace(capacity={"cpu": "8", "memory": "16Gi", "pods": "110", "ephemeral-storage": "1Gi"})
     # main wrote 5000 bytes to its writable layer (two blocks); the runtime's /etc files are not its own;
     # its log files (the current instance's and the last one's) take three blocks, the etc-hosts file one
     root = Dir({"etc": Dir({"hosts": File(b"127.0.0.1 localhost\n")}), "tmp": Dir({"out": File(bytes(5000))})})
     info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
-    return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
+    fake = SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            max_container_restart_period=None, rotate_certificates=False, server_tls_bootstrap=False,
                            runtime=SimpleNamespace(name="simulated", cluster_dns=("10.96.0.10",)),
@@ -52,7 +53,9 @@ def agent(clock):
                                     "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
                            admission_rejections={}, preemptions={}, sync_loop_at=None,
-                           eviction=SimpleNamespace(evictions={}), faults=Faults())
+                           faults=Faults())
+    fake.eviction = EvictionManager(fake)
+    return fake
 
 
 GET = SimpleNamespace(method="GET", query=MultiDict(), headers=CIMultiDict())
@@ -86,6 +89,13 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert summary["pods"][0]["containers"][0]["rootfs"] == {"time": clock.rfc3339(), "usedBytes": 8192}
     assert summary["pods"][0]["containers"][0]["logs"] == {"time": clock.rfc3339(), "usedBytes": 12288}
     assert summary["pods"][0]["ephemeral-storage"] == {"time": clock.rfc3339(), "usedBytes": 8192 + 12288 + 4096}
+    # the node's filesystem (the images' too: a simulated image takes no disk), its inodes (one per
+    # 16 KiB of it) less the pod's files: /tmp/out, two log files, etc-hosts; and its processes
+    fs = {"time": clock.rfc3339(), "capacityBytes": 2**30, "availableBytes": 2**30 - 24576, "usedBytes": 24576,
+          "inodes": 65536, "inodesFree": 65536 - 4, "inodesUsed": 4}
+    assert (summary["node"]["fs"], summary["node"]["runtime"]["imageFs"]) == (
+        fs, {**fs, "usedBytes": 0, "inodesUsed": 0})
+    assert summary["node"]["rlimit"] == {"time": clock.rfc3339(), "maxpid": PID_MAX, "curproc": 1}
     _, text = await body(server, "/metrics/cadvisor")
     assert sample(text, 'container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/podu1/abc",'
                         'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10

@@ -104,14 +104,14 @@ def tree_usage(tree: Dir | None, tmpfs: bool = False) -> tuple[int, int]:
     return used, inodes
 
 
-def writable_layer(root: Dir | None) -> int:
-    """The bytes a simulated container wrote to its own root (its writable layer, the rootfs a
+def writable_layer(root: Dir | None) -> tuple[int, int]:
+    """(bytes, inodes) a simulated container wrote to its own root (its writable layer, the rootfs a
     container's ephemeral storage counts): its files' data in whole blocks, less the files the
-    kubelet and the runtime mount in its /etc; directories count nothing, as an overlay's upper
-    directory holds only those a write copied up."""
+    kubelet and the runtime mount in its /etc, an inode each; directories count nothing, as an
+    overlay's upper directory holds only those a write copied up."""
     if root is None:
-        return 0
-    used = 0
+        return 0, 0
+    used = inodes = 0
     stack: list = [(root, "")]
     while stack:
         node, path = stack.pop()
@@ -119,7 +119,8 @@ def writable_layer(root: Dir | None) -> int:
             stack.extend((child, f"{path}/{name}") for name, child in node.entries.items())
         elif path not in _MOUNTED_FILES:
             used += _blocks(len(node.data))
-    return used
+            inodes += 1
+    return used, inodes
 
 
 def disk_empty_dirs(mgr: VolumeManager, pod: dict) -> dict[str, int]:
@@ -136,14 +137,15 @@ class LocalUsage:
     """What a simulated pod holds on the node's disk outside its claims and the volumes the kubelet
     writes there, as du counts it: each in-memory emptyDir (`tree_usage`), each running
     container's writable layer and its log files (the kubelet's CRI log files of its instances
-    kept: the current one and the last that ended), and the pod's etc-hosts file; and apart, in
-    memory, not on disk, each memory-backed emptyDir (`tmpfs`)."""
+    kept: the current one and the last that ended), and the pod's etc-hosts file, with the inodes
+    of all these; and apart, in memory, not on disk, each memory-backed emptyDir (`tmpfs`)."""
 
     empty_dirs: dict[str, int] = field(default_factory=dict)
     rootfs: dict[str, int] = field(default_factory=dict)
     logs: dict[str, int] = field(default_factory=dict)
     etc_hosts: int = 0
     tmpfs: dict[str, int] = field(default_factory=dict)
+    inodes: int = 0
 
     @property
     def total(self) -> int:
@@ -159,11 +161,15 @@ def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage
         return LocalUsage()
     hosts = worker.etc_hosts()
     tmpfs = tmpfs_usage(mgr, worker, pod)
-    return LocalUsage({name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)
-                       if name not in tmpfs},
-                      {name: writable_layer(worker.container_root(name)) for name in containers},
-                      {name: sum(_blocks(size) for size in worker.log_sizes(name)) for name in containers},
-                      0 if hosts is None else _blocks(len(hosts)), tmpfs)
+    dirs = {name: tree_usage(worker.empty_dir(name)) for name in in_memory_volumes(mgr, pod) if name not in tmpfs}
+    layers = {name: writable_layer(worker.container_root(name)) for name in containers}
+    logs = {name: worker.log_sizes(name) for name in containers}
+    inodes = sum(n for _, n in dirs.values()) + sum(n for _, n in layers.values()) + \
+        sum(map(len, logs.values())) + (hosts is not None)
+    return LocalUsage({name: used for name, (used, _) in dirs.items()},
+                      {name: used for name, (used, _) in layers.items()},
+                      {name: sum(_blocks(size) for size in sizes) for name, sizes in logs.items()},
+                      0 if hosts is None else _blocks(len(hosts)), tmpfs, inodes)
 
 
 def tmpfs_usage(mgr: VolumeManager, worker, pod: dict) -> dict[str, int]:
