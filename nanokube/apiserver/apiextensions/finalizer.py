@@ -28,6 +28,9 @@ class InstancesRemain(Exception):
 class CRDFinalizer(CRDController):
     name = "crd-finalizer"
     retriable = (InstancesRemain,)
+    #: as upstream runs it: a CRD whose objects wait on their finalizers holds a worker for up to a
+    #: minute, and the CRDs deleted with it go meanwhile
+    workers = 5
 
     def _enqueue(self, crd: dict) -> None:
         md = crd["metadata"]

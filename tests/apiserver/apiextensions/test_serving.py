@@ -147,6 +147,30 @@ async def test_deletion_removes_objects_then_the_crd(env):
     assert env.index.get(GROUP, "v1", "widgets") is None
 
 
+async def test_a_crd_whose_objects_wait_on_finalizers_holds_up_no_other_crds_deletion(env):
+    await env.crds.create(crd())
+    await env.crds.create(crd(plural="gadgets", kind="Gadget", short=("gd",)))
+    await established(env, f"widgets.{GROUP}")
+    await established(env, f"gadgets.{GROUP}")
+    await env.stack.client.resource(GROUP, "v1", "widgets").create(
+        {"metadata": {"name": "held", "namespace": "default", "finalizers": ["example.com/hold"]}, "spec": {"size": 1}})
+    await env.stack.client.resource(GROUP, "v1", "gadgets").create(
+        {"metadata": {"name": "free", "namespace": "default"}, "spec": {"size": 1}})
+    await env.crds.delete(f"widgets.{GROUP}")
+
+    async def waiting():
+        got = await env.crds.get(f"widgets.{GROUP}")
+        return condition(got, "Terminating")[1] == "InstanceDeletionInProgress"
+
+    await eventually(waiting)  # the widgets' cleanup polls for up to a minute for "held" to go
+    await env.crds.delete(f"gadgets.{GROUP}")
+    await gone(env, f"gadgets.{GROUP}")  # well within that minute (eventually gives up after 30 s)
+    assert condition(await env.crds.get(f"widgets.{GROUP}"), "Terminating")[1] == "InstanceDeletionInProgress"
+    await env.stack.client.resource(GROUP, "v1", "widgets").patch("held", {"metadata": {"finalizers": None}},
+                                                                  namespace="default")
+    await gone(env, f"widgets.{GROUP}")
+
+
 async def test_server_side_apply_follows_the_schemas_list_and_map_types(env):
     c = crd()
     props = c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
