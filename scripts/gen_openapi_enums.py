@@ -21,7 +21,9 @@ from kubectl_go_types import POINTER, SLICE, STRUCT, Binary, all_types, tag
 
 from nanokube import schema
 
-#: (API group's package under k8s.io/api, Go type) -> its constants' values, in kube-openapi's order (sorted)
+#: (API group's package under k8s.io/api, Go type) -> its constants' values, in kube-openapi's order (sorted):
+#: the types k8s.io/api's types.go marks `+enum` (not every named string type: LimitType, FSGroupPolicy,
+#: VolumeLifecycleMode or MetricTargetType, for instance, are unmarked, their fields without an enum)
 ENUMS: dict[tuple[str, str], list[str]] = {
     ("core", "AppArmorProfileType"): ["Localhost", "RuntimeDefault", "Unconfined"],
     ("core", "AzureDataDiskCachingMode"): ["None", "ReadOnly", "ReadWrite"],
@@ -31,7 +33,6 @@ ENUMS: dict[tuple[str, str], list[str]] = {
                                "FileOrCreate", "Socket"],
     ("core", "IPFamily"): ["", "IPv4", "IPv6"],
     ("core", "IPFamilyPolicy"): ["PreferDualStack", "RequireDualStack", "SingleStack"],
-    ("core", "LimitType"): ["Container", "PersistentVolumeClaim", "Pod"],
     ("core", "MountPropagationMode"): ["Bidirectional", "HostToContainer", "None"],
     ("core", "NamespacePhase"): ["Active", "Terminating"],
     ("core", "NodeInclusionPolicy"): ["Honor", "Ignore"],
@@ -45,19 +46,15 @@ ENUMS: dict[tuple[str, str], list[str]] = {
     ("core", "PodPhase"): ["Failed", "Pending", "Running", "Succeeded", "Unknown"],
     ("core", "PodQOSClass"): ["BestEffort", "Burstable", "Guaranteed"],
     ("core", "PreemptionPolicy"): ["Never", "PreemptLowerPriority"],
-    ("core", "ProcMountType"): ["Default", "Unmasked"],
     ("core", "Protocol"): ["SCTP", "TCP", "UDP"],
     ("core", "PullPolicy"): ["Always", "IfNotPresent", "Never"],
     ("core", "RestartPolicy"): ["Always", "Never", "OnFailure"],
-    ("core", "ScopeSelectorOperator"): ["DoesNotExist", "Exists", "In", "NotIn"],
     ("core", "SeccompProfileType"): ["Localhost", "RuntimeDefault", "Unconfined"],
     ("core", "ServiceAffinity"): ["ClientIP", "None"],
     ("core", "ServiceExternalTrafficPolicy"): ["Cluster", "Local"],
     ("core", "ServiceInternalTrafficPolicy"): ["Cluster", "Local"],
     ("core", "ServiceType"): ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
     ("core", "TaintEffect"): ["NoExecute", "NoSchedule", "PreferNoSchedule"],
-    ("core", "ResourceQuotaScope"): ["BestEffort", "CrossNamespacePodAffinity", "NotBestEffort", "NotTerminating",
-                                     "PriorityClass", "Terminating", "VolumeAttributesClass"],
     ("core", "TerminationMessagePolicy"): ["FallbackToLogsOnError", "File"],
     ("core", "TolerationOperator"): ["Equal", "Exists", "Gt", "Lt"],
     ("core", "URIScheme"): ["HTTP", "HTTPS"],
@@ -71,17 +68,12 @@ ENUMS: dict[tuple[str, str], list[str]] = {
     ("batch", "PodFailurePolicyAction"): ["Count", "FailIndex", "FailJob", "Ignore"],
     ("batch", "PodFailurePolicyOnExitCodesOperator"): ["In", "NotIn"],
     ("batch", "PodReplacementPolicy"): ["Failed", "TerminatingOrFailed"],
-    ("autoscaling", "HPAScalingPolicyType"): ["Percent", "Pods"],
     ("autoscaling", "MetricSourceType"): ["ContainerResource", "External", "Object", "Pods", "Resource"],
-    ("autoscaling", "MetricTargetType"): ["AverageValue", "Utilization", "Value"],
-    ("autoscaling", "ScalingPolicySelect"): ["Disabled", "Max", "Min"],
     ("discovery", "AddressType"): ["FQDN", "IPv4", "IPv6"],
     ("networking", "PathType"): ["Exact", "ImplementationSpecific", "Prefix"],
     ("networking", "PolicyType"): ["Egress", "Ingress"],
     ("policy", "UnhealthyPodEvictionPolicyType"): ["AlwaysAllow", "IfHealthyBudget"],
-    ("storage", "FSGroupPolicy"): ["File", "None", "ReadWriteOnceWithFSType"],
     ("storage", "VolumeBindingMode"): ["Immediate", "WaitForFirstConsumer"],
-    ("storage", "VolumeLifecycleMode"): ["Ephemeral", "Persistent"],
 }
 
 API = "k8s.io/api/"

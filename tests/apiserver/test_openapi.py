@@ -161,9 +161,10 @@ def test_enum_typed_fields_carry_their_values_in_v2_and_v3():
     assert claim["volumeMode"]["enum"] == ["Block", "Filesystem"]
     ephemeral = v2()["definitions"]["io.k8s.api.core.v1.EphemeralContainer"]["properties"]  # (an embedded struct's)
     assert ephemeral["imagePullPolicy"]["enum"] == ["Always", "IfNotPresent", "Never"]
-    quota = orjson.loads(openapi.build_v2([Resource("", "resourcequotas", "ResourceQuota", ["v1"], True)]))
-    scopes = quota["definitions"]["io.k8s.api.core.v1.ResourceQuotaSpec"]["properties"]["scopes"]
-    assert "enum" not in scopes and "Terminating" in scopes["items"]["enum"]
+    services = orjson.loads(openapi.build_v2([Resource("", "services", "Service", ["v1"], True)]))["definitions"]
+    families = services["io.k8s.api.core.v1.ServiceSpec"]["properties"]["ipFamilies"]
+    assert "enum" not in families and families["items"]["enum"] == ["", "IPv4", "IPv6"]
+    assert "enum" not in services["io.k8s.api.core.v1.ServiceSpec"]["properties"]["clusterIP"]
 
 
 # --- real kubectl against a minimal server serving the documents ----------------
