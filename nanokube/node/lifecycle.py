@@ -1226,6 +1226,7 @@ class PodWorker:
         holds up the pod's worker until it is done, as SyncPod's does."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
+        await self._pull_secrets()
         while interruptible and (message := invalid_image_message(image)):  # (the reference parsed before all else)
             await self._event("Warning", "InspectFailed", message, path)
             await self._event("Warning", "Failed", "Error: InvalidImageName", path)
@@ -1256,12 +1257,24 @@ class PodWorker:
                 if await self._pull_failed(c, error, began + seconds + delay):
                     return True
                 delay = min(delay * 2, BACKOFF_MAX)
+                await self._pull_secrets()  # (the sync that pulls again reads them again)
             self.agent.images.add(image_ref(image))
             await self._event("Normal", "Pulled", pulled_message(image, self.clock.monotonic() - began), path)
         else:
             await self._event("Normal", "Pulled", f'Container image "{image}" already present on machine and can be '
                                                   "accessed by the pod", path)
         return False
+
+    async def _pull_secrets(self) -> None:
+        """getPullSecretsForPod, as a sync about to ensure an image runs it: the pod's
+        imagePullSecrets the node cannot read are told in one Warning (FailedToRetrieveImagePullSecret),
+        and the image is pulled all the same, without them."""
+        names = [ref["name"] for ref in (self.pod.get("spec") or {}).get("imagePullSecrets") or () if ref.get("name")]
+        secrets = self.agent.volumes.watched["secrets"] if names else None
+        if missing := [name for name in names if await secrets.get(self.namespace, name) is None]:
+            await self._event("Warning", "FailedToRetrieveImagePullSecret",
+                              f"Unable to retrieve some image pull secrets ({', '.join(missing)}); attempting to "
+                              "pull the image may not succeed.")
 
     async def _ensure_config(self, c: dict, blocked: dict[str, str] | None = None) -> bool:
         """The ConfigMaps and Secrets container `c`'s environment names (envvars.py), read again at

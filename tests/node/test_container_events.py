@@ -189,6 +189,34 @@ async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # n
     assert [m for _, r, _, m, _ in await pod_events(pods, "bad") if r == "Pulled"] == [pulled_message("busybox:1.36", 0)]
 
 
+async def test_a_pull_secret_the_node_cannot_read_is_warned_of_and_the_pull_goes_on(env):  # noqa: F811
+    """getPullSecretsForPod: of the pod's imagePullSecrets, those missing are named in a Warning
+    FailedToRetrieveImagePullSecret on the pod (no fieldPath), told again as the failed pull is
+    tried again; the pull is tried anyway, and once it works the pod runs."""
+    pods, clock = env
+    await pods.c.resource("", "v1", "secrets").create({"metadata": {"name": "present", "namespace": "default"},
+                                                       "type": "kubernetes.io/dockerconfigjson",
+                                                       "data": {".dockerconfigjson": "e30="}})
+    p = pod("private", annotations={"sim.nanokube.io/pull-error": "unauthorized"})
+    p["spec"]["imagePullSecrets"] = [{"name": "regcred"}, {"name": "present"}, {"name": "other"}]
+    await pods.create(p)
+    warning = ("Warning", "FailedToRetrieveImagePullSecret", "",
+               "Unable to retrieve some image pull secrets (regcred, other); attempting to pull the image may not "
+               "succeed.")
+
+    async def told(times: int):
+        ev = await pod_events(pods, "private")
+        return ev if any(e[:4] == warning and e[4] == times for e in ev) else None
+    ev = await eventually(lambda: told(1))
+    assert ("Normal", "Pulling", "spec.containers{app}", 'Pulling image "busybox:1.36"') in [e[:4] for e in ev]
+    await clock.advance(10)  # the pull's back-off: the next sync reads the secrets again
+    await eventually(lambda: told(2))
+    await pods.patch("private", {"metadata": {"annotations": {"sim.nanokube.io/pull-error": None}}},
+                     "application/merge-patch+json", namespace="default")
+    await clock.advance(20)
+    await eventually(phase_is(pods, "private", "Running"))
+
+
 async def test_an_ephemeral_container_records_its_start_on_its_field_path(env):  # noqa: F811
     pods, _ = env
     await pods.create(pod("web"))
