@@ -46,6 +46,21 @@ def test_committed_table_is_what_the_script_generates(go):
     assert script.build_table(types) == json.loads(TABLE.read_text())
 
 
+def test_committed_openapi_enums_are_what_their_script_generates(go, monkeypatch):
+    """scripts/gen_openapi_enums.py: which fields are of an enum type comes from the same Go type data,
+    an embedded struct's fields (EphemeralContainerCommon's) inlined into the definition that embeds it."""
+    from nanokube import schema
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("gen_openapi_enums", ROOT / "scripts" / "gen_openapi_enums.py")
+    enums = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(enums)
+    table = enums.build(go[1], schema.builtin_definitions())
+    assert table == json.loads((ROOT / "nanokube" / "apiserver" / "openapi_enums.json").read_text())
+    assert table["io.k8s.api.core.v1.EphemeralContainer"]["imagePullPolicy"] == ["Always", "IfNotPresent", "Never"]
+    assert "type" not in table.get("io.k8s.api.core.v1.LimitRangeItem", {})  # LimitType is no +enum
+
+
 def test_table_covers_1_37_groups_and_fields():
     table = json.loads(TABLE.read_text())
     assert table["k8s.io.api.core.v1.PodSpec"]["43"] == ["schedulingGroup", "k8s.io.api.core.v1.PodSchedulingGroup", "p"]
