@@ -1229,7 +1229,7 @@ class PodWorker:
         await self._pull_secrets()
         while interruptible and (message := invalid_image_message(image)):  # (the reference parsed before all else)
             await self._event("Warning", "InspectFailed", message, path)
-            await self._event("Warning", "Failed", "Error: InvalidImageName", path)
+            await self._container_error("InvalidImageName", path)
             await self._image_waiting(c, "InvalidImageName", message)
             if await self._wait(self.clock.monotonic() + self.agent.sync_retry, active=True):
                 return True
@@ -1237,7 +1237,7 @@ class PodWorker:
             while image_ref(image) not in self.agent.images:
                 message = f'Container image "{image}" is not present with pull policy of Never'
                 await self._event("Warning", "ErrImageNeverPull", message, path)
-                await self._event("Warning", "Failed", "Error: ErrImageNeverPull", path)
+                await self._container_error("ErrImageNeverPull", path)
                 await self._image_waiting(c, "ErrImageNeverPull", message)
                 if await self._wait(self.clock.monotonic() + self.agent.sync_retry, active=True):
                     return True
@@ -1328,11 +1328,17 @@ class PodWorker:
                 ("ImagePullBackOff", f'Back-off pulling image "{image}": ErrImagePull: {error}', retry_at)):
             if reason == "ImagePullBackOff":
                 await self._event("Normal", "BackOff", f'Back-off pulling image "{image}"', path)
-            await self._event("Warning", "Failed", f"Error: {reason}", path)
+            await self._container_error(reason, path)
             await self._image_waiting(c, reason, message)
             if await self._wait(resync, active=True):
                 return True
         return False
+
+    async def _container_error(self, reason: str, path: str) -> None:
+        """startContainer's Warning Failed "Error: <reason>" for the container at `path` ("": an
+        image volume's pull, whose events are the image manager's alone)."""
+        if path:
+            await self._event("Warning", "Failed", f"Error: {reason}", path)
 
     async def _image_waiting(self, c: dict, reason: str, message: str) -> None:
         """Report container `c` waiting for its image (ErrImagePull, ImagePullBackOff,
@@ -1902,7 +1908,24 @@ class PodWorker:
                 await self._never_started()
                 return
         self.sandboxed = True
+        if not adopted and await self._image_volumes():
+            await self._never_started()
+            return
         await self._run_containers(bool(adopted))
+
+    async def _image_volumes(self) -> bool:
+        """getImageVolumes, once the sandbox is made: each image volume's reference (KEP-4639) is
+        ensured as a container's image is, its events the pod's (no fieldPath); while one fails
+        (ErrImagePull, its back-off, InvalidImageName) no container starts: they wait
+        ContainerCreating. True if the pod was deleted or ran past its active deadline meanwhile."""
+        for vol in (self.pod.get("spec") or {}).get("volumes") or ():
+            if (image := vol.get("image")) is not None:
+                # (named as no container can be: `field_path` finds none, and no container waits on it)
+                source = {"name": f"volume {vol['name']}", "image": image.get("reference", ""),
+                          "imagePullPolicy": image.get("pullPolicy")}
+                if await self._ensure_image(source):
+                    return True
+        return False
 
     async def _run_containers(self, adopted: bool, resume: bool = False) -> None:
         """Start the containers, then run each app container for its own lifetime (`_lifetime`):

@@ -217,6 +217,33 @@ async def test_a_pull_secret_the_node_cannot_read_is_warned_of_and_the_pull_goes
     await eventually(phase_is(pods, "private", "Running"))
 
 
+async def test_an_image_volume_that_fails_to_pull_holds_every_container_in_container_creating(env):  # noqa: F811
+    """getImageVolumes (KEP-4639) as the sandbox is made: the image volume's pull is the image
+    manager's, its events on the pod (no fieldPath, no container's "Error: ..."), and while it fails
+    no container starts (ContainerCreating); tried again after its back-off, it runs once it works."""
+    pods, clock = env
+    p = pod("artifact", annotations={"sim.nanokube.io/pull-error": "not-found"})
+    p["spec"]["volumes"] = [{"name": "model", "image": {"reference": "quay.io/crio/artifact:v2"}}]
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "model", "mountPath": "/model"}]
+    await pods.create(p)
+    ref = "quay.io/crio/artifact:v2"
+    error = (f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve reference '
+             f'"{ref}": {ref}: not found')
+    ev = await eventually(reasons_are(pods, "artifact", 2))
+    assert [e[:4] for e in ev] == [("Normal", "Pulling", "", f'Pulling image "{ref}"'),
+                                   ("Warning", "Failed", "", f'Failed to pull image "{ref}": {error}')]
+    await clock.advance(1)  # the next sync: backing off
+    ev = await eventually(reasons_are(pods, "artifact", 3))
+    assert ev[2][:4] == ("Normal", "BackOff", "", f'Back-off pulling image "{ref}"')
+    st = (await pods.get("artifact", "default"))["status"]
+    assert st["phase"] == "Pending" and st["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    await pods.patch("artifact", {"metadata": {"annotations": {"sim.nanokube.io/pull-error": None}}},
+                     "application/merge-patch+json", namespace="default")
+    await clock.advance(10)
+    await eventually(phase_is(pods, "artifact", "Running"))
+    assert not [e for e in await pod_events(pods, "artifact") if e[3].startswith("Error: ")]
+
+
 async def test_an_ephemeral_container_records_its_start_on_its_field_path(env):  # noqa: F811
     pods, _ = env
     await pods.create(pod("web"))
