@@ -57,6 +57,9 @@ ALIAS_RATIO, ALIAS_FLOOR = 10, 100_000
 EXCESSIVE_ALIASING = "error converting YAML to JSON: yaml: document contains excessive aliasing"
 
 
+_CONVERTING = "error converting YAML to JSON: "
+
+
 def load(text: str | bytes) -> tuple[Any, list[str]]:
     """A file's document (None when empty) and what the strict decoder says of the keys it
     repeats ([] when none); yaml.YAMLError where it does not parse, or where its aliases expand
@@ -64,7 +67,7 @@ def load(text: str | bytes) -> tuple[Any, list[str]]:
     try:
         doc = yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
-        raise yaml.YAMLError(f"error converting YAML to JSON: {go_yaml_error(e, text)}") from None
+        raise yaml.YAMLError(f"{_CONVERTING}{go_yaml_error(e, text)}") from None
     if ("*" if isinstance(text, str) else b"*") in text:  # (no alias without one)
         _bound_aliases(doc, max(ALIAS_FLOOR, ALIAS_RATIO * len(text)))
     return doc, duplicates(text)
@@ -433,3 +436,74 @@ def known(value: Any, schema: Any) -> Any:
     if isinstance(schema, Map) and schema is not ANY and isinstance(value, dict):
         return {k: known(v, schema.value) for k, v in value.items()}
     return value
+
+
+# --- go-yaml's own strict decoder -------------------------------------------------------------
+# A file that its program reads with gopkg.in/yaml.v2's UnmarshalStrict straight into Go structs
+# (prometheus-adapter's config), not through apimachinery's codec: no version or kind, and what is
+# wrong is go-yaml's list of `line N: ...` errors, the whole document walked, against the schema
+# above (a Struct's `go` the type name go-yaml prints; any scalar fits a string, as go-yaml keeps
+# its text; null fits anything).
+
+_NULL, _BOOL = "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool"
+
+
+def unmarshal_strict(text: str | bytes, schema: Struct) -> Any:
+    """The document `text` holds, checked as yaml.UnmarshalStrict into the Go type `schema` checks
+    it: DecodeError in go-yaml's words for a syntax error, or for every field the type lacks, field
+    or key given twice and value of another kind (`yaml: unmarshal errors:` and one line each)."""
+    try:  # (its syntax errors and alias bound; then the nodes, for their lines)
+        doc, _ = load(text)
+    except yaml.YAMLError as e:  # go-yaml's own words, without the JSON conversion's
+        raise DecodeError(str(e).removeprefix(_CONVERTING)) from None
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        errors: list[str] = []
+        if root is not None:
+            _unmarshal(loader, root, schema, errors)
+    finally:
+        loader.dispose()
+    if errors:
+        raise DecodeError("yaml: unmarshal errors:\n" + "\n".join(f"  {e}" for e in errors))
+    return doc
+
+
+def _unmarshal(loader: Any, node: yaml.Node, schema: Any, errors: list[str]) -> None:
+    if node.tag == _NULL or schema is ANY:
+        return
+    if isinstance(schema, (dict, Map)):
+        if not isinstance(node, yaml.MappingNode):
+            return errors.append(_type_error(node, schema))
+        seen: set = set()
+        for key_node, value in node.value:
+            key = loader.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+            line = key_node.start_mark.line + 1
+            if isinstance(schema, Map):
+                if key in seen:
+                    errors.append(f"line {line}: key {gofmt.quote(str(key))} already set in map")
+                else:
+                    _unmarshal(loader, value, schema.value, errors)
+            elif key not in schema:
+                errors.append(f"line {line}: field {key} not found in type {go_type(schema)}")
+            elif key in seen:
+                errors.append(f"line {line}: field {key} already set in type {go_type(schema)}")
+            else:
+                _unmarshal(loader, value, schema[key], errors)
+            seen.add(key)
+    elif isinstance(schema, list):
+        if not isinstance(node, yaml.SequenceNode):
+            return errors.append(_type_error(node, schema))
+        for item in node.value:
+            _unmarshal(loader, item, schema[0], errors)
+    elif not isinstance(node, yaml.ScalarNode) or (schema in (bool, "bool") and node.tag != _BOOL):
+        errors.append(_type_error(node, schema))
+
+
+def _type_error(node: yaml.Node, schema: Any) -> str:
+    """go-yaml's `cannot unmarshal`: the node's short tag, a scalar's text (cut past 10 characters)."""
+    shown = ""
+    if isinstance(node, yaml.ScalarNode):
+        shown = f" `{node.value[:7]}...`" if len(node.value) > 10 else f" `{node.value}`"
+    tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    return f"line {node.start_mark.line + 1}: cannot unmarshal {tag}{shown} into {go_type(schema)}"

@@ -39,8 +39,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import yaml
-
+from ..machinery import configfile
+from ..machinery.configfile import ANY, Map, Struct
 from ..machinery.errors import APIError
 from ..machinery.selectors import parse_label_selector
 
@@ -117,29 +117,36 @@ externalRules:
 """
 
 
+_MAPPING = Struct("config.ResourceMapping", {"template": str, "namespaced": bool,
+                                              "overrides": Map(Struct("config.GroupResource",
+                                                                      {"group": str, "resource": str}))})
+_RULE = Struct("config.DiscoveryRule", {
+    "seriesQuery": str, "metricsQuery": str, "resources": _MAPPING,
+    "seriesFilters": [Struct("config.RegexFilter", {"is": str, "isNot": str})],
+    "name": Struct("config.NameMapping", {"matches": str, "as": str})})
+_RESOURCE_RULE = Struct("config.ResourceRule", {"containerQuery": str, "nodeQuery": str, "resources": _MAPPING,
+                                               "containerLabel": str})
+#: prometheus-adapter's config.MetricsDiscoveryConfig, as go-yaml's UnmarshalStrict reads it
+_SCHEMA = Struct("config.MetricsDiscoveryConfig", {
+    "rules": [_RULE], "externalRules": [_RULE],
+    "resourceRules": Struct("config.ResourceRules", {"cpu": _RESOURCE_RULE, "memory": _RESOURCE_RULE, "window": ANY})})
+
+
 def load_rules(text: str) -> Rules:
+    """A rules file, decoded as prometheus-adapter's config loader does (go-yaml's strict
+    unmarshal, its errors in go-yaml's words), then checked for what the rules need."""
     try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise RulesError(f"not YAML: {e}") from None
-    if not isinstance(doc, dict):
-        raise RulesError("the rules file must be a mapping with `rules` and/or `externalRules`")
-    unknown = set(doc) - {"rules", "externalRules", "resourceRules"}
-    if unknown:
-        raise RulesError(f"unknown field {min(unknown)!r}")
+        doc = configfile.unmarshal_strict(text, _SCHEMA) or {}
+    except configfile.DecodeError as e:
+        raise RulesError(f"unable to parse metrics discovery config: {e}") from None
     return Rules(custom=_rule_list(doc, "rules"), external=_rule_list(doc, "externalRules"))
 
 
 def _rule_list(doc: dict, key: str) -> tuple[Rule, ...]:
-    items = doc.get(key) or []
-    if not isinstance(items, list):
-        raise RulesError(f"{key}: must be a list")
-    return tuple(_rule(item, f"{key}[{i}]") for i, item in enumerate(items))
+    return tuple(_rule(item or {}, f"{key}[{i}]") for i, item in enumerate(doc.get(key) or []))
 
 
-def _rule(item, where: str) -> Rule:
-    if not isinstance(item, dict):
-        raise RulesError(f"{where}: must be a mapping")
+def _rule(item: dict, where: str) -> Rule:
     series, query = item.get("seriesQuery"), item.get("metricsQuery")
     if not isinstance(series, str) or not series.strip():
         raise RulesError(f"{where}.seriesQuery: required")
@@ -151,19 +158,17 @@ def _rule(item, where: str) -> Rule:
                          f"(supported: {', '.join(sorted(_FIELDS))})")
     name = item.get("name") or {}
     res = item.get("resources") or {}
-    if not isinstance(name, dict) or not isinstance(res, dict):
-        raise RulesError(f"{where}: `name` and `resources` must be mappings")
     matches = _regex(name.get("matches") or ".*", f"{where}.name.matches")
     name_as = name.get("as") or ("$1" if matches.groups == 1 else "$0")
     filters = []
     for i, f in enumerate(item.get("seriesFilters") or []):
-        if not isinstance(f, dict) or len(f) != 1 or next(iter(f)) not in ("is", "isNot"):
+        if not f or len(f) != 1:
             raise RulesError(f"{where}.seriesFilters[{i}]: must be {{is: REGEX}} or {{isNot: REGEX}}")
         (kind, pattern), = f.items()
         filters.append((kind == "is", _regex(pattern, f"{where}.seriesFilters[{i}]")))
     overrides = []
     for label, target in (res.get("overrides") or {}).items():
-        if not isinstance(target, dict) or not target.get("resource"):
+        if not (target or {}).get("resource"):
             raise RulesError(f"{where}.resources.overrides.{label}: needs `resource`")
         overrides.append((str(label), str(target.get("group") or ""), str(target["resource"]).lower()))
     return Rule(series, query, matches, str(name_as), tuple(filters), tuple(overrides),

@@ -72,17 +72,43 @@ def test_label_selectors_become_promql_matchers():
     ("externalRules: [{metricsQuery: x}]", "externalRules[0].seriesQuery: required"),
     ("rules: [{seriesQuery: x, metricsQuery: '<<.GroupBySlice>>'}]", "unsupported template field .GroupBySlice"),
     ("rules: [{seriesQuery: x, metricsQuery: x, name: {matches: '('}}]", "rules[0].name.matches: invalid regex"),
-    ("rules: [{seriesQuery: x, metricsQuery: x, seriesFilters: [{isnt: a}]}]", "rules[0].seriesFilters[0]"),
+    ("rules: [{seriesQuery: x, metricsQuery: x, seriesFilters: [{}]}]", "rules[0].seriesFilters[0]"),
     ("rules: [{seriesQuery: x, metricsQuery: x, resources: {overrides: {ns: {}}}}]", "overrides.ns: needs `resource`"),
-    ("externalRule: []", "unknown field 'externalRule'"),
-    ("rules: {a: 1}", "rules: must be a list"),
-    ("[1]", "must be a mapping"),
-    ("rules: [", "not YAML"),
+    # decoding, as prometheus-adapter's loader (go-yaml's UnmarshalStrict) words it
+    ("rules: [{seriesQuery: x, metricsQuery: x, seriesFilters: [{isnt: a}]}]",
+     "line 1: field isnt not found in type config.RegexFilter"),
+    ("externalRule: []", "line 1: field externalRule not found in type config.MetricsDiscoveryConfig"),
+    ("rules: {a: 1}", "line 1: cannot unmarshal !!map into []config.DiscoveryRule"),
+    ("[1]", "line 1: cannot unmarshal !!seq into config.MetricsDiscoveryConfig"),
+    ("rules: [", "unable to parse metrics discovery config: yaml: line 1: did not find expected node content"),
 ])
 def test_bad_rules_files(text, message):
     with pytest.raises(RulesError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
                        .replace(".", r"\.")):
         load_rules(text)
+
+
+def test_a_rules_file_s_decoding_errors_are_go_yamls_each_with_its_line():
+    """Every unknown field, repeated field and value of the wrong kind, in document order, as
+    go-yaml's strict unmarshal lists them; a scalar's text cut past ten characters."""
+    text = ("rules:\n- seriesQuery: x\n  metricsQuery: y\n  resources: {namespaced: maybe, overrides: {ns: 5}}\n"
+            "  name: {matches: a, as: b, colour: red}\n  name: {}\n"
+            "resourceRules: {window: 5m, cpu: {nodeQuery: [a], containerLabel: a-very-long-label}}\n"
+            "externalRules:\n- {seriesQuery: x, metricsQuery: y, seriesFilters: {is: a}}\n")
+    with pytest.raises(RulesError) as e:
+        load_rules(text)
+    assert str(e.value).splitlines() == [
+        "unable to parse metrics discovery config: yaml: unmarshal errors:",
+        "  line 4: cannot unmarshal !!str `maybe` into bool",
+        "  line 4: cannot unmarshal !!int `5` into config.GroupResource",
+        "  line 5: field colour not found in type config.NameMapping",
+        "  line 6: field name already set in type config.DiscoveryRule",
+        "  line 7: cannot unmarshal !!seq into string",
+        "  line 9: cannot unmarshal !!map into []config.RegexFilter"]
+    # a long scalar is cut; a number or a boolean is a string's text, as go-yaml keeps it
+    with pytest.raises(RulesError, match=r"line 1: cannot unmarshal !!str `a-very-\.\.\.` into bool$"):
+        load_rules("rules: [{seriesQuery: x, metricsQuery: y, resources: {namespaced: a-very-long-value}}]")
+    assert load_rules("rules: [{seriesQuery: x, metricsQuery: y, name: {as: 5}}]").custom[0].name_as == "5"
 
 
 def test_load_source_from_flags(tmp_path):
