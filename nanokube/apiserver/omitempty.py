@@ -9,7 +9,8 @@ condition's `status`); a list or map without it is encoded even when nil, as `nu
 once stored whether it was sent empty or not at all (etcd's protobuf keeps no empty repeated
 field): upstream serves a Role's `rules: null`, an EndpointSlice's `endpoints: null` (`nulled`).
 So is a pointer without it, left out: an APIService's `service: null`, a PVC dataSource's
-`apiGroup: null`; always inside its parent struct, which is there.
+`apiGroup: null`; always inside its parent struct, which is there: a struct held by value is
+always encoded, left out it is its zero (`structs`: a Node's `spec: {}`).
 
 Which fields are omitempty is a json tag (machinery/jsontags.py): a value scalar is omitempty
 when the protobuf table, read from kubectl 1.37's Go types, flags it "o", or jsontags lists it for
@@ -67,6 +68,17 @@ def required(name: str) -> dict[str, type]:
     upstream stores and serves (a container status's `restartCount: 0`, `imageID: ""`, a
     condition's `message: ""`). None outside the reviewed types."""
     return _required().get(name, {})
+
+
+def structs(name: str) -> frozenset[str]:
+    """The optional fields of built-in definition `name` whose Go type is a struct held by value,
+    not a pointer. encoding/json writes such a field whatever its tag says (`omitempty` never
+    leaves out a struct, and 1.37 tags none of them `omitzero`, ObjectMeta's creationTimestamp
+    aside), so a Node sent without `spec` is served `spec: {}` and its status
+    `daemonEndpoints: {kubeletEndpoint: {Port: 0}}`: the struct's zero, its own fields tagged
+    without omitempty at theirs. Required ones are left to validation. None outside the reviewed
+    types."""
+    return _structs().get(name, frozenset())
 
 
 def empties(name: str) -> dict[str, type]:
@@ -164,6 +176,51 @@ def _required() -> dict[str, dict[str, type]]:
         if found:
             out[name] = found
     return out
+
+
+#: the types with a JSON form of their own: not written as a struct's fields
+_OWN_JSON = frozenset({"k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
+                       "k8s.io.apimachinery.pkg.api.resource.Quantity", "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
+                       "k8s.io.apimachinery.pkg.runtime.RawExtension"})
+#: the packages outside k8s.io/api whose types protobuf.TABLE names as k8s.io/api's
+_OUTSIDE = ("io.k8s.apiextensions-apiserver.pkg.apis.", "io.k8s.kube-aggregator.pkg.apis.")
+
+
+def _table(name: str) -> dict | None:
+    """The Go fields of definition `name` (protobuf.TABLE: json name, type, flags), or None."""
+    from .protobuf import TABLE
+
+    for prefix in _OUTSIDE:
+        if name.startswith(prefix):
+            return TABLE.get("k8s.io.api." + name.removeprefix(prefix))
+    return TABLE.get("k8s.io." + name.removeprefix("io.k8s."))
+
+
+@functools.cache
+def _structs() -> dict[str, frozenset[str]]:
+    defs, out = k8s.definitions(), {}
+    for name in _scope():
+        table = _table(name)
+        if not table:
+            continue
+        props, wanted = defs[name].get("properties") or {}, set(defs[name].get("required") or ())
+        found = frozenset(json_name for json_name, ftype, flags in table.values()
+                          if flags == "" and ftype not in _OWN_JSON and json_name not in wanted
+                          and _is_struct(defs, props.get(json_name)))
+        if found:
+            out[name] = found
+    return out
+
+
+def _is_struct(defs: dict, prop: dict | None) -> bool:
+    """Whether a property refers to a definition that is an object of named fields (or of none: a
+    StorageVersion's spec), not a map."""
+    ref = (prop or {}).get("$ref")
+    target = defs.get(ref[len(k8s.REF_PREFIX):]) if type(ref) is str else None
+    if target is None or "additionalProperties" in target or target.get("x-kubernetes-preserve-unknown-fields"):
+        return False
+    types = target.get("type")
+    return "object" in ([types] if isinstance(types, str) else types or ())
 
 
 #: not a tag: the field manager reads `managedFields: []` as a request to reset the owners

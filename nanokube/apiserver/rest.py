@@ -1204,6 +1204,9 @@ class GenericREST:
             md["generation"] = 1
         if "status" in res.subresources and not res.strategy.keep_status_on_create:
             obj.pop("status", None)
+            if not res.strategy.unstructured and (sch := schemas.kind_schema(res.group, res.storage_version, res.kind)) \
+                    and (status := structural.left_out(sch, "status")) is not None:
+                obj["status"] = status  # a struct held by value: its zero, as upstream's strategies reset it
         res.strategy.prepare_for_create(obj)
         written: list[KV] = []  # the store's answer, once it made the write
         try:

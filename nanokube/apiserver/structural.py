@@ -26,7 +26,9 @@ field that is a Go value, not a pointer, is null when left out too (a condition'
 Likewise an omitempty value field of a built-in type, sent as its zero
 (`hostNetwork: false`, `nodeName: ""`, `paused: false`), and an omitempty list
 or map sent empty (`args: []`, `labels: {}`) decode as unset, while a list or
-map tagged without omitempty, left out or empty, is null (omitempty.py).
+map tagged without omitempty, left out or empty, is null (omitempty.py). A struct held by
+value (not a pointer), left out or null, is its zero, which encoding/json always writes: a
+Node sent without `spec` has `spec: {}` (omitempty.structs).
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -168,20 +170,21 @@ class _Compiler:
 
         checker = self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
                             omitempty.held(name), {**omitempty.nulled(name), **omitempty.required(name)},
-                            _time_fields(name))[0]
+                            _time_fields(name), omitempty.structs(name))[0]
         return _remembering_clean(checker) if name in _REMEMBERED else checker
 
     def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
              empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset(),
              null: dict[str, type | None] | None = None,
-             times: dict[str, bool] | None = None) -> tuple[Checker, str]:
+             times: dict[str, bool] | None = None, structs: frozenset[str] = frozenset()) -> tuple[Checker, str]:
         """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
         struct's omitempty value fields (a zero one decodes as unset), `empty`: its omitempty lists
         and maps, by field (list or dict: an empty one decodes as unset), `hold`: those of them a
         create's validation reads, `null`: its lists, maps and pointers tagged without omitempty,
         by field (list, dict or None: left out, one decodes as null, what upstream serves once
         stored; a list or map sent empty too), `times`: its metav1.Time and MicroTime fields, whether
-        each is a pointer, where the Go type is known (`_time_fields`)."""
+        each is a pointer, where the Go type is known (`_time_fields`), `structs`: its optional
+        fields that are Go structs held by value (left out or null, one decodes as its zero)."""
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
@@ -217,7 +220,7 @@ class _Compiler:
             fields = {k: self.node(v) for k, v in (props or {}).items()}
             required = set(node.get("required") or ())
             return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit, empty or {},
-                                 hold, null, times), dict), go
+                                 hold, null, times, structs), dict), go
         return _accept, "interface {}"
 
 
@@ -527,7 +530,7 @@ def _map(value: Checker, go: str) -> Checker:
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
             omit: frozenset[str] = frozenset(), empty: dict[str, type] | None = None,
             hold: frozenset[str] = frozenset(), null: dict[str, type | None] | None = None,
-            times: dict[str, bool] | None = None) -> Checker:
+            times: dict[str, bool] | None = None, structs: frozenset[str] = frozenset()) -> Checker:
     empty, null = empty or {}, null or {}
     null_fields = tuple(null)  # lists, maps, pointers and scalars tagged without omitempty: null or zero when nil
     # a time that is a Go value (not a pointer) is encoded as null when zero: sent null, as the zero
@@ -550,6 +553,9 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
     keep_null = value_times if times is not None else {
         k for k, (c, _) in fields.items() if c in _TIMES and not (created and k == "creationTimestamp")}
     zero_dropped = frozenset(("creationTimestamp",)) if created else frozenset()
+    # a struct held by value is always encoded: left out or null, it is its zero, whose own fields
+    # tagged without omitempty its checker fills (omitempty.structs)
+    value_structs = tuple((k, nested[k]) for k in sorted(structs) if k in nested)
 
     def check(v: Any, path: Path, res: _Result) -> None:
         if type(v) is not dict:
@@ -600,6 +606,11 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
             for k in null_fields:
                 if k not in v:
                     v[k] = zeros[k]() if k in zeros else None
+        if value_structs and res.nulls:
+            for k, c in value_structs:
+                if v.get(k) is None:
+                    v[k] = zero = {}
+                    c(zero, (path, k, struct), res)
     return check
 
 
@@ -660,6 +671,25 @@ def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool, nulls: bool
     res = _Result(strict, nulls, held)
     compiled(schema)(obj, None, res)
     return res.errors, res.unknown
+
+
+def left_out(schema: dict[str, Any], field: str) -> Any:
+    """What `field` of an object of built-in `schema` decodes as when left out, a copy of its own:
+    a struct held by value is its zero (a DaemonSet's status with its counts tagged without
+    omitempty at 0, a Service's `status: {loadBalancer: {}}`), what a strategy that resets it
+    (upstream's PrepareForCreate, `Status = XStatus{}`) leaves; None where the field is no such
+    struct (a custom resource's status)."""
+    entry = _EMPTY.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        empty: dict[str, Any] = {}
+        compiled(schema)(empty, None, _Result(False))
+        entry = _EMPTY[id(schema)] = (schema, orjson.dumps(empty))
+    value = orjson.loads(entry[1]).get(field)
+    return value if type(value) is dict else None
+
+
+#: an empty object of each schema as decoded (`left_out`), by the schema's identity
+_EMPTY: dict[int, tuple[dict[str, Any], bytes]] = {}
 
 
 class Mismatch(str):

@@ -55,9 +55,6 @@ class APIServiceStrategy(Strategy):
         if svc is not None:
             svc.setdefault("port", 443)
 
-    def prepare_for_create(self, obj):
-        obj["status"] = {}
-
     def prepare_for_update(self, new, old):
         new["status"] = old.get("status") or {}
 

@@ -228,12 +228,6 @@ def _immutable_selector(new: Obj, old: Obj) -> list[FieldError]:
     return [] if sel == (old.get("spec") or {}).get("selector") else [immutable("spec.selector", label_selector_value(sel))]
 
 
-def _reset_status(obj: Obj) -> None:
-    """A fresh status as Go serialises its zero value: ReplicaSetStatus.replicas
-    has no omitempty, and typed clients require it."""
-    obj["status"] = {"replicas": 0} if obj.get("kind") == "ReplicaSet" else {}
-
-
 # --- Deployment -----------------------------------------------------------------
 
 _DEPLOY_STATUS = "io.k8s.api.apps.v1.DeploymentStatus"
@@ -274,7 +268,6 @@ class DeploymentStrategy(Strategy):
         default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
-        _reset_status(obj)
         drop_template_fields(obj.get("spec") or {})
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
@@ -360,7 +353,6 @@ class ReplicaSetStrategy(Strategy):
         default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
-        _reset_status(obj)
         drop_template_fields(obj.get("spec") or {})
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:

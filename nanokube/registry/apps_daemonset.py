@@ -83,8 +83,6 @@ class DaemonSetStrategy(Strategy):
         default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
-                         "numberReady": 0}
         md = obj.setdefault("metadata", {})
         md["annotations"] = {**(md.get("annotations") or {}), TEMPLATE_GENERATION: "1"}
         drop_template_fields(obj.get("spec") or {})

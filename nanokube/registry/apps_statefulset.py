@@ -83,7 +83,6 @@ class StatefulSetStrategy(Strategy):
         default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {"replicas": 0, "availableReplicas": 0}
         drop_template_fields(obj.get("spec") or {})
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:

@@ -656,10 +656,6 @@ class HorizontalPodAutoscalerStrategy(Strategy):
     def from_storage(self, obj: Obj, version: str) -> Obj:
         return v2_to_v1(obj) if version == "v1" else _without_round_trip(obj)
 
-    def prepare_for_create(self, obj: Obj) -> None:
-        """A fresh status, as Go serialises its zero value (desiredReplicas has no omitempty)."""
-        obj["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
-
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_hpa_spec(obj.get("spec") or {}, 0 if enabled("HPAScaleToZero") else 1)
 

@@ -169,7 +169,6 @@ class JobStrategy(Strategy):
         default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {}
         drop_job_fields(obj.get("spec") or {})
         if not (obj.get("spec") or {}).get("manualSelector"):
             _generate_selector(obj)

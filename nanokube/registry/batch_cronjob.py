@@ -71,7 +71,6 @@ class CronJobStrategy(Strategy):
         default_pod_template(ensure_template(job_spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {}
         drop_job_fields(_job_spec(obj))
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:

@@ -51,7 +51,6 @@ class ReplicationControllerStrategy(Strategy):
         spec.setdefault("replicas", 1)
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {"replicas": 0}
         drop_template_fields(obj.get("spec") or {})
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:

@@ -863,7 +863,6 @@ class ServiceStrategy(Strategy):
         default_service(obj)
 
     def prepare_for_create(self, obj):
-        obj["status"] = {"loadBalancer": {}}
         spec = _spec(obj)
         if spec.get("clusterIP") and not spec.get("clusterIPs"):  # normalizeClusterIPs
             spec["clusterIPs"] = [spec["clusterIP"]]

@@ -263,9 +263,6 @@ class FlowSchemaStrategy(Strategy):
         if not spec.get("matchingPrecedence"):  # an int32, so 0 is unset too
             spec["matchingPrecedence"] = 1000
 
-    def prepare_for_create(self, obj):
-        obj["status"] = {}
-
     def validate(self, obj):
         name = (obj.get("metadata") or {}).get("name", "")
         return validate_flow_schema_spec(_spec(obj), name) + _mandatory_flow_schema(_spec(obj), name)
@@ -435,9 +432,6 @@ class PriorityLevelConfigurationStrategy(Strategy):
 
     def default(self, obj, version):
         default_priority_level(obj.setdefault("spec", {}))
-
-    def prepare_for_create(self, obj):
-        obj["status"] = {}
 
     def validate(self, obj):
         name = (obj.get("metadata") or {}).get("name", "")

@@ -350,9 +350,6 @@ class IngressStrategy(Strategy):
         age_column(),
     ]
 
-    def prepare_for_create(self, obj):
-        obj["status"] = {"loadBalancer": {}}
-
     def warnings_on_create(self, obj):
         return kind_warnings.ingress_warnings(obj)
 
@@ -431,9 +428,6 @@ class ServiceCIDRStrategy(Strategy):
                "CIDRs defines the IP blocks in CIDR notation for the Service ClusterIPs."),
         age_column(),
     ]
-
-    def prepare_for_create(self, obj):
-        obj.pop("status", None)
 
     def validate(self, obj):
         """validateServiceCIDRSpec: one or two CIDRs (a third is reported with the internal spec),

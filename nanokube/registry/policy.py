@@ -54,10 +54,6 @@ class PodDisruptionBudgetStrategy(Strategy):
         age_column(),
     ]
 
-    def prepare_for_create(self, obj: Obj) -> None:
-        # upstream's empty PodDisruptionBudgetStatus: its counts are tagged without omitempty, so served as 0
-        obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
-
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_pdb_spec(obj.get("spec") or {})
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 
-from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
+from .base import RESET_DELETION, Column, Resource, Strategy, register
 from ..machinery.conditions import find_condition
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
@@ -76,9 +76,6 @@ class StorageVersionMigrationStrategy(Strategy):
         Column("Resource", "string", lambda o: _resource((o.get("spec") or {}).get("resource") or {}),
                "Fully qualified resource to migrate"),
     ]
-
-    def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {}
 
     def validate(self, obj):
         """The resource is required and a DNS-1035 label, the group (if any) a DNS subdomain, each

@@ -50,13 +50,6 @@ def test_status_update():
     assert [e.field for e in S.validate_status_update(obj, obj)] == ["status.disruptionsAllowed"]
 
 
-def test_prepare_for_create_resets_status():
-    obj = pdb()
-    obj["status"] = {"disruptionsAllowed": 3}
-    S.prepare_for_create(obj)
-    assert obj["status"] == {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
-
-
 def test_columns():
     obj = pdb(minAvailable="50%")
     obj["status"] = {"disruptionsAllowed": 2}

@@ -30,7 +30,7 @@ from nanokube.machinery.validation import managed_fields_errors
 from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.fieldpath import Path
-from nanokube.apiserver.patch.value_fields import kept, omitted
+from nanokube.apiserver.patch.value_fields import kept, omitted, structs
 
 MISSING: Any = object()
 
@@ -124,6 +124,8 @@ class _Shape:
     omit: tuple[str, ...] = ()
     #: its value fields tagged without omitempty, whose zeros the empty struct a create is compared with holds
     kept: tuple[str, ...] = ()
+    #: its optional fields that are structs held by value, which that empty struct holds at their zero
+    structs: frozenset[str] = frozenset()
 
 
 _LEAF = _Shape("leaf")
@@ -188,6 +190,7 @@ def _compile(raw: dict[str, Any]) -> dict[str, _Shape]:
             elem=sch.additional(r),
             omit=omitted(r) if "properties" in r else (),
             kept=kept(r) if "properties" in r else (),
+            structs=structs(r) if "properties" in r else frozenset(),
         )
         return {"dict": container, "none": container, "list": _LEAF, "other": _LEAF}
     if "items" in r or "array" in kinds:
@@ -602,8 +605,9 @@ def _zero_like(v: Any, raw: dict[str, Any] | None, decoded: bool = False) -> Any
     required lists and maps, approximate that. A field sent as null decodes
     to its zero value, which the zero object holds alike (an unset time is
     null in both, an unset pointer absent from both): nobody owns it.
-    `decoded`: a struct holding only omitempty zeros is empty (`compare`), and
-    one tagged without omitempty holds its zero as the value sent (`kept`)."""
+    `decoded`: a struct holding only omitempty zeros is empty (`compare`),
+    one tagged without omitempty holds its zero as the value sent (`kept`), and a
+    struct held by value is there even empty (`structs`)."""
     shape = _shape(raw, v)
     out: dict[str, Any] = {}
     if shape.kind != "struct" or shape.atomic:
@@ -618,7 +622,7 @@ def _zero_like(v: Any, raw: dict[str, Any] | None, decoded: bool = False) -> Any
         kind = child_shape.kind
         if decoded and child_shape.omit:
             child = _unset_zeros(child, child_shape.omit)
-        if kind == "struct" and child:
+        if kind == "struct" and (child or (decoded and k in shape.structs)):
             out[k] = _zero_like(child, child_raw, decoded)
         elif decoded and k in shape.kept and not child and type(child) in _SCALARS:
             out[k] = child

@@ -11,6 +11,10 @@ zero, so nobody owns it (`kept`), whether the field is optional or required (a R
 applier owns the zeros it sends. The field manager's comparison (patch/apply.py) reads these
 zeros so as it walks an Update's objects.
 
+A struct held by value (not a pointer) is always encoded, so the empty struct a create is compared
+with holds it too, at its zero (`structs`): nobody owns a Node's `spec: {}` or an Event's
+`source: {}` that the decoder filled in.
+
 Which fields are which is what the decoder knows too (apiserver/omitempty.py, from
 machinery/jsontags.py's reviewed types); a kind outside them keeps every zero as a value."""
 
@@ -47,3 +51,9 @@ def kept(definition: dict[str, Any]) -> tuple[str, ...]:
     ones, and required ones, which the decoder fills with their zero where they are left out."""
     name = _name(definition)
     return tuple(sorted(omitempty.kept(name) | omitempty.required(name).keys())) if name else ()
+
+
+def structs(definition: dict[str, Any]) -> frozenset[str]:
+    """The optional fields of a resolved built-in `$defs` definition that are structs held by value."""
+    name = _name(definition)
+    return omitempty.structs(name) if name else frozenset()
