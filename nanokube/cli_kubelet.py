@@ -237,9 +237,16 @@ def configure(args: argparse.Namespace) -> dict:
         if given is not None:
             section[path[-1]] = given
         setattr(args, dest, section.get(path[-1]))
-    args.eviction_thresholds = kubelet_config.thresholds(args.eviction_hard)
-    args.eviction_soft_thresholds = kubelet_config.soft_thresholds(args.eviction_soft or {},
-                                                                   args.eviction_soft_grace_period or {})
+    # (upstream's run() parses evictionHard, then NewMainKubelet all thresholds: its errors say so)
+    try:
+        args.eviction_thresholds = kubelet_config.thresholds(args.eviction_hard)
+    except kubelet_config.ConfigError as e:
+        raise kubelet_config.ConfigError(f"failed to run Kubelet: {e}") from None
+    try:
+        args.eviction_soft_thresholds = kubelet_config.soft_thresholds(args.eviction_soft or {},
+                                                                       args.eviction_soft_grace_period or {})
+    except kubelet_config.ConfigError as e:
+        raise kubelet_config.ConfigError(f"failed to run Kubelet: failed to create kubelet: {e}") from None
     try:
         flagged = featuregates.parse(args.feature_gates)
     except ValueError:  # (component_server.validate refuses it in the flag's words)

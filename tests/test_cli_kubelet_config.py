@@ -94,16 +94,22 @@ def test_without_a_file_the_command_line_s_defaults_are_validated(tmp_path, caps
 
 
 @pytest.mark.parametrize("text, flags, error", [
-    (HEAD + "evictionHard:\n  memory.free: 1Gi\n", (), "unsupported eviction signal memory.free"),
+    # evictionHard's errors as upstream's run() returns them, evictionSoft's as NewMainKubelet's
+    (HEAD + "evictionHard:\n  memory.free: 1Gi\n", (), "failed to run Kubelet: unsupported eviction signal memory.free"),
     (HEAD + "evictionHard:\n  nodefs.available: 120%\n", (),
-     "eviction percentage threshold nodefs.available must be <= 100%: 120%"),
-    (HEAD, ("--eviction-hard", "memory.available<0"), "eviction threshold memory.available must be positive: 0"),
+     "failed to run Kubelet: eviction percentage threshold nodefs.available must be <= 100%: 120%"),
+    (HEAD, ("--eviction-hard", "memory.available<0"),
+     "failed to run Kubelet: eviction threshold memory.available must be positive: 0"),
+    (HEAD + "evictionHard:\n  imagefs.inodesFree: 5 percent\n", (),
+     "failed to run Kubelet: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
     (HEAD, ("--eviction-hard", "memory.available=1Gi"),
      'invalid argument "memory.available=1Gi" for "--eviction-hard" flag: malformed pair, expect string<string'),
     (HEAD + "evictionSoft:\n  memory.available: 1Gi\n", (),
-     "grace period must be specified for the soft eviction threshold memory.available"),
+     "failed to run Kubelet: failed to create kubelet: grace period must be specified for the soft eviction "
+     "threshold memory.available"),
     (HEAD, ("--eviction-soft", "memory.available<1Gi", "--eviction-soft-grace-period", "memory.available=-1s"),
-     "invalid eviction grace period specified: -1s, must be a positive value"),
+     "failed to run Kubelet: failed to create kubelet: invalid eviction grace period specified: -1s, must be a "
+     "positive value"),
     (HEAD + "registerWithTaints:\n- key: dedicated\n  effect: NoWhere\n", (),
      "invalid taint effect: NoWhere, unsupported taint effect"),
     (HEAD, ("--register-with-taints", "dedicated=ml"),
