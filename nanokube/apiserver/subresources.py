@@ -176,8 +176,10 @@ class Subresources:
                 check_target({"name": name, **(body.get("metadata") or {})} if applied else body.get("metadata") or {},
                              name, namespace)
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
-                resp = h.render_scale(request, res, await self.put_scale(res, version, namespace, name, body, opts, applied),
-                                      version)
+                # an update's Scale uid is also the storage's precondition (DefaultUpdatedObjectInfo's), a patch's is not
+                uid = (body.get("metadata") or {}).get("uid") if m == "PUT" else None
+                resp = h.render_scale(request, res, await self.put_scale(res, version, namespace, name, body, opts, applied,
+                                                                         uid), version)
                 for w in warnings:
                     resp.headers.add("Warning", warning.header(w))
                 return resp
@@ -508,12 +510,17 @@ class Subresources:
         return scale, [*repeated, *warnings]
 
     async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
-                        applied: bool = False) -> dict:
+                        applied: bool = False, precondition: str | None = None) -> dict:
         """A write of the Scale (with `applied`, `scale` is a server-side apply configuration of it);
         its managedFields are tracked on the Scale and mapped to the parent's (ssa.scale_write). One
-        naming no resourceVersion that loses a race is made again on the newer object."""
+        naming no resourceVersion that loses a race is made again on the newer object. `precondition`:
+        an update's uid, which the storage checks on the parent before the Scale is looked at (a
+        custom resource's too), so its 409 is the storage's, on the parent's resource."""
         for _ in range(PATCH_ATTEMPTS):
             entry = self.rest._entry(res, namespace, name)
+            if precondition and precondition != entry.obj["metadata"].get("uid"):
+                raise errors.conflict(res.group, res.plural, name, _precondition_failed(
+                    res.key(namespace, name), "UID", precondition, entry.obj["metadata"].get("uid")))
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             ext = await self._at_version(res, entry.obj, version)
             try:
@@ -533,9 +540,8 @@ class Subresources:
                                           {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
             uid, live_uid = (written.get("metadata") or {}).get("uid"), entry.obj["metadata"].get("uid")
             if uid and uid != live_uid and not res.strategy.unstructured:
-                # a built-in kind's scaleUpdatedObjectInfo takes the Scale's uid as a precondition (a
-                # custom resource's does not); it was ignored, so a Scale read before the parent was
-                # deleted and made again scaled the new one
+                # a built-in kind's scaleUpdatedObjectInfo takes the Scale's uid as a precondition after
+                # its validation (a custom resource's does not): what a patch's Scale names is met here
                 raise errors.conflict(res.group, f"{res.plural}/scale", name, "Precondition failed: UID in "
                                       f"precondition: {uid}, UID in object meta: {live_uid}")
             if rv and rv != str(entry.rev):  # (the store's check, after the Scale's own)

@@ -126,9 +126,17 @@ async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
         assert w["spec"]["size"] == 4 and entries["kubectl"]["fieldsV1"] == {"f:spec": {"f:size": {}}}
         assert entries["kubectl"]["subresource"] == "scale" and "time" not in entries["kubectl"]
         assert "app" not in entries  # its one field was taken
-        # (a custom resource's Scale takes no uid precondition, unlike a built-in workload's)
-        other = {**scale(5), "metadata": {"name": "d", "uid": "other-uid"}}
-        assert (await call(c, "PUT", f"{widgets}/d/scale", other, "kubectl"))["spec"]["replicas"] == 5
+        # (a custom resource's patched Scale is held to no uid, unlike a built-in workload's; an update's
+        # uid is the storage's precondition, as any update's)
+        other = {"metadata": {"uid": "other-uid"}, "spec": {"replicas": 5}}
+        assert (await call(c, "PATCH", f"{widgets}/d/scale", other, "kubectl",
+                           "application/merge-patch+json"))["spec"]["replicas"] == 5
+        code, message = await refused(c, "PUT", f"{widgets}/d/scale", {**scale(6), "metadata": {
+            "name": "d", "uid": "other-uid"}}, "kubectl")
+        assert code == 409 and message.startswith(f'Operation cannot be fulfilled on widgets.{group} "d": StorageError: '
+                                                  'invalid object, Code: 4, Key: ') and message.endswith(
+            f'AdditionalErrorMsg: Precondition failed: UID in precondition: other-uid, UID in object meta: '
+            f'{w["metadata"]["uid"]}'), message
 
 
 async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_bad_request(tmp_path):
@@ -165,26 +173,32 @@ async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_b
 
 async def test_a_scale_naming_another_uid_is_a_conflict_and_changes_nothing(tmp_path):
     """A built-in workload's Scale carries its uid as a precondition (scaleUpdatedObjectInfo): one naming
-    another uid, by update, merge patch or apply, is the 409 of deployments/scale and leaves the replicas
-    as they were, after the Scale's own validation and before the store's resourceVersion check (a stale
-    one was answered before the validation); a custom resource's Scale has no uid check. It was
-    ignored (a 200), so a Scale read before the parent was deleted and made again scaled the new one
-    (found by fuzz64's subresource probes)."""
+    another uid by merge patch or apply is the 409 of deployments/scale, after the Scale's own validation
+    and before the store's resourceVersion check; an update's uid is first the storage's precondition
+    (DefaultUpdatedObjectInfo's), met before all of those, on the parent. Each leaves the replicas as they
+    were. It was ignored (a 200), so a Scale read before the parent was deleted and made again scaled the
+    new one (found by fuzz64's subresource probes)."""
     async with served(tmp_path) as (_, c):
         d = await call(c, "POST", DEPLOYMENTS, deployment(1), "app")
         uid = d["metadata"]["uid"]
         words = (f'Operation cannot be fulfilled on deployments/scale.apps "d": Precondition failed: UID in '
                  f'precondition: other-uid, UID in object meta: {uid}')
         stale = {**scale(4), "metadata": {"name": "d", "uid": "other-uid"}}
-        for body, ctype in ((stale, "application/json"), ({"metadata": {"uid": "other-uid"}, "spec": {"replicas": 4}},
-                                                            "application/merge-patch+json"), (stale, APPLY)):
-            method = "PUT" if ctype == "application/json" else "PATCH"
-            assert await refused(c, method, f"{DEPLOYMENTS}/d/scale", body, "m", ctype, force=ctype == APPLY) == (
+        merge = "application/merge-patch+json"
+        for body, ctype in (({"metadata": {"uid": "other-uid"}, "spec": {"replicas": 4}}, merge), (stale, APPLY)):
+            assert await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", body, "m", ctype, force=ctype == APPLY) == (
                 409, words), ctype
-        # the Scale's validation, then its uid, then the store's resourceVersion: the first that fails answers
-        old = {**stale, "metadata": {**stale["metadata"], "resourceVersion": "1"}}
-        assert (await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", {**old, "spec": {"replicas": -1}}, "m"))[0] == 422
-        assert await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", old, "m") == (409, words)
+        # a patch's Scale: its validation, then its uid, then the store's resourceVersion: the first that fails answers
+        old = {"metadata": {"uid": "other-uid", "resourceVersion": "1"}}
+        assert (await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", {**old, "spec": {"replicas": -1}}, "m",
+                              merge))[0] == 422
+        assert await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", old, "m", merge) == (409, words)
+        # an update's uid: the storage's precondition, before the Scale's validation
+        for replicas in (4, -1):
+            code, message = await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", {**stale, "spec": {"replicas": replicas}}, "m")
+            assert code == 409 and message.startswith('Operation cannot be fulfilled on deployments.apps "d": '
+                                                      'StorageError: invalid object, Code: 4, Key: ') and message.endswith(
+                f'AdditionalErrorMsg: Precondition failed: UID in precondition: other-uid, UID in object meta: {uid}'), message
         assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
         same = {**scale(4), "metadata": {"name": "d", "uid": uid}}
         assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", same, "m"))["spec"]["replicas"] == 4
