@@ -984,7 +984,7 @@ class GenericREST:
             converts = translate is None  # a CRD's webhook: still one conversion an object, as an event's
             everything = ok is _everything
             for obj in Entry.objects(listed):
-                if converts and not await self._watch_conversion(res, [obj], version):
+                if converts and not await self._watch_conversion(res, [obj], version, deadline):
                     return
                 if everything or ok(obj):
                     w.stored = obj
@@ -993,7 +993,7 @@ class GenericREST:
             for ev in initial:
                 if ev.type != ADDED or ev.prev is not None:
                     last = max(last, ev.rev)
-                if not await self._watch_conversion(res, _event_objects(ev, at_version), version):
+                if not await self._watch_conversion(res, _event_objects(ev, at_version), version, deadline):
                     return
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
@@ -1020,7 +1020,7 @@ class GenericREST:
                 if translate is not None:
                     out = translate(ev)
                 else:
-                    if not await self._watch_conversion(res, _event_objects(ev, at_version), version):
+                    if not await self._watch_conversion(res, _event_objects(ev, at_version), version, deadline):
                         return
                     out = self._translate(res, version, ev, ok, self._external)
                 if out:
@@ -1032,9 +1032,10 @@ class GenericREST:
                 timer.cancel()
             self.cache.remove_watcher(w)
 
-    async def _watch_conversion(self, res, objs: list, version: str) -> bool:
+    async def _watch_conversion(self, res, objs: list, version: str, deadline: float | None = None) -> bool:
         """Converts `objs` for a watch (a CRD's webhook); False once the conversion has failed for
-        WATCH_CONVERSION_RETRY, when the watch ends without an ERROR event. So upstream's watch
+        WATCH_CONVERSION_RETRY, or the watch's `deadline` (timeoutSeconds, on the injected clock) came
+        first, when the watch ends without an ERROR event. So upstream's watch
         cache of the version behaves: its reflector decodes, and so converts, each event once for
         every watch of the version, and retries the storage watch whose event it could not convert
         for 30 s (MaxInternalErrorRetryDuration), the watchers waiting and then getting that event,
@@ -1050,7 +1051,18 @@ class GenericREST:
                 task.add_done_callback(lambda _, key=key: self._converting.pop(key, None))
             else:
                 task = held[1]
-            if not await asyncio.shield(task):
+            if deadline is None:
+                if not await asyncio.shield(task):
+                    return False
+                continue
+            # the attempts go on for the other watches sharing them; this one ends at its timeout, as
+            # upstream's cacheWatcher does whatever its events wait on
+            timer = asyncio.ensure_future(self.clock.sleep(max(deadline - self.clock.monotonic(), 0.0)))
+            try:
+                await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+            if not (task.done() and task.result()):
                 return False
         return True
 

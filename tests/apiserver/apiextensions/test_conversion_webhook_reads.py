@@ -185,6 +185,26 @@ async def test_a_watch_ends_without_an_error_event_when_conversion_keeps_failing
     assert len(calls) >= 2  # tried again before giving up
 
 
+async def test_a_watch_waiting_on_a_failing_webhook_still_ends_at_its_timeout(boxes, monkeypatch):
+    """A watch whose next event cannot be converted ends at its timeoutSeconds, as upstream's watch
+    does whatever its events wait on, not once the retries are over (made an hour here)."""
+    from nanokube.apiserver import rest
+
+    monkeypatch.setattr(rest, "WATCH_CONVERSION_RETRY", 3600.0)
+    hook, c = boxes
+    v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/boxes" for v in ("v1", "v2"))
+    made = await create_when_served(c, v1, {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "b"},
+                                            "spec": {"size": 3}})
+    watching = await open_watch(c, f"{v2}?watch=1&resourceVersion={made['metadata']['resourceVersion']}"
+                                   "&timeoutSeconds=2")
+    calls: list = []
+    hook.handlers["/convert"] = failing(calls)
+    await call(c, "PUT", f"{v1}/b", {**made, "spec": {"size": 5}})
+    # read until the server ends the stream (a guard far past the 2 s, far before the hour)
+    assert await asyncio.wait_for(lines_until(watching, lambda lines: False), 60) == []
+    assert calls  # its event's conversion was tried
+
+
 async def _watches_then_change(boxes, review, n: int) -> list:
     """`n` watches at v2 of box b, then `review` as the webhook (counting its calls in what this
     returns) and b changed at v1: (the watches, the calls)."""
