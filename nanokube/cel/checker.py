@@ -210,7 +210,7 @@ class Checker:
         name, target = n.name, n.target
         if target is not None:
             qualified = _qualified_name(target)
-            if qualified and self.lookup(qualified.split(".")[0]) is None and f"{qualified}.{name}" in self.overloads:
+            if qualified and self.lookup(qualified.split(".")[0]) is None and self.declared(f"{qualified}.{name}"):
                 n.name, n.target = f"{qualified}.{name}", None  # a namespaced function, e.g. sets.contains
                 return self.call(n, n.name, [self.visit(a) for a in n.args], member=False)
             args = [self.visit(target)] + [self.visit(a) for a in n.args]
@@ -229,8 +229,13 @@ class Checker:
             return self.select(n, args[0], n.args[1].value) if n.args[1].kind == "lit" else DYN
         return self.call(n, name, args, member=False)
 
+    def declared(self, name: str) -> list:
+        """The overloads of `name` this environment declares."""
+        return [o for o in self.overloads.get(name, ())
+                if (self.stored or not o.stored_only) and (self.struct_types or not o.admission)]
+
     def call(self, n: Node, name: str, args: list[Type], member: bool) -> Type:
-        declared = [o for o in self.overloads.get(name, ()) if self.stored or not o.stored_only]
+        declared = self.declared(name)
         if not declared:
             return self.issue(n, f"undeclared reference to '{name}' (in container '')")
         cands = [o for o in declared if o.member == member and len(o.args) == len(args)]
@@ -300,6 +305,8 @@ def _sized(name: str, result: Type, args: list[Type], nodes: list[Node]) -> Type
         if name in ("split", "findAll"):
             return list_of(Type("string", max_size=first.max_size, exact=first.exact), first.max_size, first.exact)
         return replace(result, max_size=first.max_size, exact=first.exact)
+    if name == "jsonpatch.escapeKey":  # each '~' or '/' two characters
+        return Type("string", max_size=2 * first.max_size, exact=first.exact)
     if name in ("strings.quote", "base64.encode"):  # every character escaped; 4 for every 3 bytes
         return Type("string", max_size=2 * first.max_size + 2, exact=first.exact)
     if name == "format" and len(args) > 1:  # the text, a number's digits, each argument printed

@@ -40,7 +40,7 @@ _STRING_TRAVERSAL = frozenset({
     "contains", "startsWith", "endsWith", "matches", "lowerAscii", "upperAscii", "trim", "reverse",
     "split", "replace", "substring", "indexOf", "lastIndexOf", "charAt", "join", "find", "findAll", "format",
     "url", "isURL", "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "cidr", "isCIDR", "validate",
-    "string", "bytes", "base64.encode", "base64.decode", "strings.quote"})
+    "string", "bytes", "base64.encode", "base64.decode", "strings.quote", "jsonpatch.escapeKey"})
 _LIST_TRAVERSAL = frozenset({"isSorted", "sum", "min", "max", "includes", "distinct", "flatten", "sort", "sets.contains",
                              "sets.equivalent", "sets.intersects", "math.greatest", "math.least", "join"})
 #: what upstream charges for one authorization check (library/cost.go)

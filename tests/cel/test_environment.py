@@ -353,3 +353,18 @@ def test_operator_chains():
 ])
 def test_a_selection_or_index_after_an_optional_one_is_optional(src, want):
     assert run(src, {"m": {"labels": {"step": "one"}, "l": [[1, 2]]}, "e": {}}) == want
+
+
+def test_escape_key_is_declared_in_admissions_environment_only():
+    """jsonpatch.escapeKey is in the environments with admission's typed construction (upstream adds its
+    library beside their types' resolver), escaping '~' before '/'; a CRD rule calling it is cel-go's
+    undeclared references, of the namespace and of the function."""
+    admission = Environment({"object": DYN}, struct_types=True)
+    assert admission.compile("jsonpatch.escapeKey('a~1/b')").evaluate({"object": {}}) == "a~01~1b"
+    with pytest.raises(CELError) as e:
+        ENV.compile("jsonpatch.escapeKey('a') == 'a'")
+    assert str(e.value) == (
+        "ERROR: <input>:1:1: undeclared reference to 'jsonpatch' (in container '')\n"
+        " | jsonpatch.escapeKey('a') == 'a'\n | ^\n"
+        "ERROR: <input>:1:11: undeclared reference to 'escapeKey' (in container '')\n"
+        " | jsonpatch.escapeKey('a') == 'a'\n | ..........^")

@@ -6,8 +6,8 @@ Variables are the ones upstream's admission CEL declares: `object`,
 `authorizer`, any of which may be null (an object on DELETE, oldObject on
 CREATE, params without a paramRef), so programs run in a context of their own
 that binds nulls as values. Typed object construction (`Object{...}`,
-`JSONPatch{...}`) is the environment's; `jsonpatch.escapeKey(k)`, which it
-lacks, is rewritten to the two replacements it stands for.
+`JSONPatch{...}`) and `jsonpatch.escapeKey(k)` are the environment's (its
+struct types).
 """
 
 from __future__ import annotations
@@ -31,47 +31,6 @@ VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "var
 
 class CELError(Exception):
     """Compilation or evaluation failed; the text follows upstream's."""
-
-
-_TOKEN = re.compile(r"""
-    (?P<str>[rR]?[bB]?(?:'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"))
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<ws>\s+)
-  | (?P<other>.)
-""", re.S | re.X)
-
-
-def rewrite(expression: str) -> str:
-    """`jsonpatch.escapeKey(k)` becomes `(k).replace("~", "~0").replace("/", "~1")`."""
-    if "escapeKey" not in expression:
-        return expression
-    toks = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(expression)]
-    out: list[str] = []
-    i = 0
-    while i < len(toks):
-        kind, text = toks[i]
-        if kind == "ident" and text == "jsonpatch" and i + 3 < len(toks) and toks[i + 1][1] == "." \
-                and toks[i + 2][1] == "escapeKey" and toks[i + 3][1] == "(":
-            end = _closing(toks, i + 3)
-            out.append("(" + rewrite("".join(t for _, t in toks[i + 4:end])) + ').replace("~", "~0").replace("/", "~1")')
-            i = end + 1
-            continue
-        out.append(text)
-        i += 1
-    return "".join(out)
-
-
-def _closing(toks, open_at: int) -> int:
-    """Index of the token closing the bracket at `open_at`."""
-    depth = 0
-    for j in range(open_at, len(toks)):
-        if toks[j][0] == "other" and toks[j][1] in "([{":
-            depth += 1
-        elif toks[j][0] == "other" and toks[j][1] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return len(toks) - 1
 
 
 _LOCAL = threading.local()
@@ -136,7 +95,7 @@ class VariableCompiler:
     def compile(self, expression: str):
         """The checked program of a variable's expression, with the variables added so far."""
         try:
-            return Environment(self._types, field_type=_field_type, struct_types=True).compile(rewrite(expression))
+            return Environment(self._types, field_type=_field_type, struct_types=True).compile(expression)
         except _SharedCELError as e:
             raise CELError(f"compilation failed: {e}") from None
 
@@ -151,7 +110,7 @@ def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLE
     an undefined field, and a bool variable is a bool. CELError reads
     `compilation failed: ERROR: <input>:1:5: ...` as upstream's does."""
     try:
-        return _environment(declared, variables).compile(rewrite(expression))
+        return _environment(declared, variables).compile(expression)
     except _SharedCELError as e:
         raise CELError(f"compilation failed: {e}") from None
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from .. import meter
 from ..cost import PRICED_AFTER, RUNTIME_COSTED, actual_call_cost
 from ..errors import CELError
-from . import authz, ext, format, lists, net, quantity, regex, semver, standard, timestamps, urls
+from . import authz, ext, format, jsonpatch, lists, net, quantity, regex, semver, standard, timestamps, urls
 from .overload import Overload
 from .values import matches_type
 
@@ -23,7 +23,7 @@ __all__ = ["Overload", "overloads", "runtime_functions"]
 
 def overloads() -> list[Overload]:
     return [o for m in (standard, timestamps, ext, lists, regex, urls, quantity, net, format, semver,
-                                           authz) for o in m.OVERLOADS]
+                                           authz, jsonpatch) for o in m.OVERLOADS]
 
 
 def _dispatcher(name: str, candidates: list[Overload]) -> Callable[..., Any]:

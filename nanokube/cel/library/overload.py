@@ -14,7 +14,8 @@ class Overload:
     `impl` is None for functions the engine itself implements. `stored_only`: the
     library version that adds it came after the server's minimum compatibility
     version (1.36), so only already stored expressions may call it (upstream's
-    StoredExpressions environment has it, NewExpressions does not)."""
+    StoredExpressions environment has it, NewExpressions does not). `admission`: only
+    the environments with admission's typed construction (Object{...}) declare it."""
 
     name: str
     args: tuple[Type, ...]
@@ -22,3 +23,4 @@ class Overload:
     member: bool = False
     impl: Callable[..., Any] | None = None
     stored_only: bool = False
+    admission: bool = False

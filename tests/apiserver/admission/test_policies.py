@@ -501,6 +501,36 @@ async def test_mutations_must_build_their_patch_types(stack):
                 "expression": 'has(object.data) ? [JSONPatch{op: "add", path: "/data/x", value: "1"}] : []'}}]}})
 
 
+
+async def test_a_misused_escape_key_is_cel_gos_error_about_it(stack):
+    """jsonpatch.escapeKey is a function of admission's environment, so a wrong call is cel-go's error naming
+    it where it was written; it was rewritten into two `replace` calls before compiling, so the error named
+    'replace' at a column of the rewritten text, and an unclosed call was an extraneous ')' the rewrite added
+    (found by fuzz64's policy probes)."""
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["configmaps"]}]}
+    policies = api(stack, "mutatingadmissionpolicies")
+    for expression, error in (
+            ("[JSONPatch{op: 'add', path: jsonpatch.escapeKey(1), value: 'x'}]",
+             "ERROR: <input>:1:39: found no matching overload for 'jsonpatch.escapeKey' applied to '(int)'"),
+            ("[JSONPatch{op: 'add', path: jsonpatch.escapeKey('a'",
+             "ERROR: <input>:1:52: Syntax error: mismatched input '<EOF>' expecting {'==', '!=', 'in', '<', '<=', "
+             "'>=', '>', '&&', '||', '[', ')', '.', ',', '-', '?', '+', '*', '/', '%'}")):
+        with pytest.raises(APIError) as e:
+            await policies.create({"metadata": {"name": "p"}, "spec": {
+                "matchConstraints": rules, "reinvocationPolicy": "Never", "mutations": [
+                    {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}]}})
+        assert e.value.details["causes"][0]["message"].startswith(
+            f"Invalid value: {orjson.dumps(expression).decode()}: compilation failed: {error}\n"), e.value.details
+    await policies.create({"metadata": {"name": "escapes"}, "spec": {
+        "matchConstraints": rules, "reinvocationPolicy": "Never", "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+            "expression": "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {}}, JSONPatch{op: 'add', "
+                          "path: '/metadata/annotations/' + jsonpatch.escapeKey('example.com/x'), value: 'x'}]"}}]}})
+    await api(stack, "mutatingadmissionpolicybindings").create(
+        {"metadata": {"name": "escapes"}, "spec": {"policyName": "escapes"}})
+    made = await api(stack, "configmaps", "").create({"metadata": {"name": "x", "namespace": "default"}})
+    assert made["metadata"]["annotations"] == {"example.com/x": "x"}
+
 async def test_a_mutation_may_not_move_an_object_nor_leave_it_without_metadata(stack):
     """As BeforeCreate and BeforeUpdate after mutating admission: a namespace a mutation changed is the 400 of
     an object not in the request's namespace, one it removed is the request's again, and an object whose
