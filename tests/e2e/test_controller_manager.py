@@ -133,10 +133,13 @@ def test_an_external_garbage_collector_collects_a_new_crds_objects_at_once(bare)
             widget["metadata"] = {"name": "child", "namespace": "default", "ownerReferences": [{
                 "apiVersion": f"{group}/v1", "kind": "Widget", "name": "parent", "uid": uid, "blockOwnerDeletion": True}]}
             c.kubectl("apply", "-f", "-", input=json.dumps(widget))
+            owners = c.kubectl_json("get", f"widgets.{group}", "child")["metadata"]["ownerReferences"]
+            assert [o["uid"] for o in owners] == [uid]
             c.kubectl("delete", f"widgets.{group}", "parent", f"--cascade={cascade}", "--wait=false")
             for name in ("child", "parent"):
                 wait_for(lambda: c.kubectl("get", f"widgets.{group}", name, check=False).returncode != 0, 10,
                          f"{cascade} deletion: {name} gone")
+        assert proc.poll() is None, log.read_text()[-2000:]  # (collected by the manager, still running)
     finally:
         proc.terminate()
         proc.wait(20)
