@@ -112,6 +112,8 @@ async def test_pressure_conditions_and_cordon_bring_their_no_schedule_taints(clu
     client, _ = cluster
     nodes = client.resource("", "v1", "nodes")
     conditions = [{"type": "MemoryPressure", "status": "True", "reason": "KubeletHasInsufficientMemory"},
+                  {"type": "DiskPressure", "status": "True", "reason": "KubeletHasDiskPressure"},
+                  {"type": "PIDPressure", "status": "True", "reason": "KubeletHasInsufficientPID"},
                   {"type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated"}]
     await nodes.patch("gpu-1", {"status": {"conditions": conditions}}, "application/strategic-merge-patch+json",
                       subresource="status")
@@ -119,10 +121,11 @@ async def test_pressure_conditions_and_cordon_bring_their_no_schedule_taints(clu
 
     async def tainted():
         n = await nodes.get("gpu-1")
-        return n if len(_managed_taints(n)) == 3 else None
+        return n if len(_managed_taints(n)) == 5 else None
 
     assert _managed_taints(await eventually(tainted)) == {
-        ("node.kubernetes.io/memory-pressure", "NoSchedule"), ("node.kubernetes.io/network-unavailable", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"), ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/network-unavailable", "NoSchedule"),
         ("node.kubernetes.io/unschedulable", "NoSchedule")}
     await nodes.patch("gpu-1", {"spec": {"unschedulable": False}})
 
