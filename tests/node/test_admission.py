@@ -322,7 +322,8 @@ async def rejections(mgr) -> dict[str, float]:
 def bound(name: str, cpu: str = "", **spec) -> dict:
     res = {"resources": {"requests": {"cpu": cpu}}} if cpu else {}
     return {"metadata": {"name": name, "namespace": "default"},
-            "spec": {"nodeName": "small-0", "terminationGracePeriodSeconds": 0, "containers": [{"name": "app", "image": "busybox:1.36", **res}], **spec}}
+            "spec": {"nodeName": "small-0", "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "app", "image": "busybox:1.36", "command": ["httpd", "-f"], **res}], **spec}}
 
 
 def rejected_events(events, name: str):
