@@ -101,34 +101,72 @@ def _printer_columns(cols: Any, path: str) -> list[FieldError]:
     return errs
 
 
+def _field_path_tokens(path: str) -> Iterator[str]:
+    """ValidFieldPath's scanner: each of '.', '[' and ']' alone, a single-quoted string whole (its
+    delimiters kept inside), any other run of text up to the next delimiter."""
+    i = 0
+    while i < len(path):
+        if path[i] == "'":
+            end = next((j for j in range(i + 1, len(path)) if path[j] == "'" and path[j - 1] != "\\"), len(path) - 1)
+        elif path[i] in ".[]":
+            end = i
+        else:
+            end = next((j for j in range(i, len(path)) if path[j] in ".[]"), len(path)) - 1
+        yield path[i:end + 1]
+        i = end + 1
+
+
+def _valid_field_path(path: str, schema: dict | None) -> tuple[str, dict | None]:
+    """cel.ValidFieldPath without array notation, as selectable fields are checked: the field path a
+    JSON path names in `schema` (`spec.a`, `spec.m[k]` through additionalProperties) and that
+    field's schema; ValueError with upstream's reason."""
+    tokens, at, node = _field_path_tokens(path), "", schema or {}
+    for tok in tokens:
+        if tok == "[":
+            raise ValueError("array notation is not allowed")
+        if tok != ".":
+            raise ValueError(f"expected [ or . but got: {tok}")
+        name = next(tokens, None)
+        if name is None:
+            raise ValueError("unexpected end of JSON path")
+        if node.get("properties"):
+            if name not in node["properties"]:
+                raise ValueError("does not refer to a valid field")
+            at, node = f"{at}.{name}" if at else name, node["properties"][name]
+        elif node.get("additionalProperties") is not None:
+            add = node["additionalProperties"]
+            at, node = f"{at}[{name}]", add if isinstance(add, dict) else {}
+        else:
+            raise ValueError("does not refer to a valid field")
+    return at, node
+
+
 def _selectable_fields(fields: Any, schema: dict | None, path: str) -> list[FieldError]:
+    """ValidateCustomResourceSelectableFields: each path judged by ValidFieldPath, duplicates and the
+    limit counted on the field paths they name (`.spec.a` and `.spec['a']` are one)."""
     errs: list[FieldError] = []
-    fields = fields or []
-    if len(fields) > MAX_SELECTABLE_FIELDS:
-        errs.append(too_many(path, len(fields), MAX_SELECTABLE_FIELDS))
     seen: set[str] = set()
-    for i, f in enumerate(fields):
+    for i, f in enumerate(fields or []):
         p = f"{path}[{i}].jsonPath"
         jp = (f or {}).get("jsonPath")
         if not jp:
             errs.append(required(p, ""))
             continue
-        bad = _simple_path(jp, p)
-        if bad:
-            errs.extend(bad)
+        try:
+            at, node = _valid_field_path(jp, schema)
+        except ValueError as e:
+            errs.append(invalid(p, jp, f"is an invalid path: {e}"))
             continue
-        if jp in seen:
-            errs.append(duplicate(p, jp))
-        seen.add(jp)
-        if jp.startswith(".metadata"):
+        if at.split(".")[0].split("[")[0] == "metadata":
             errs.append(invalid(p, jp, "must not point to fields in metadata"))
-            continue
-        node = _schema_at(schema, jp)
-        if node is None:
-            errs.append(invalid(p, jp, "is an invalid path: does not refer to a valid field"))
-        elif node.get("type") not in ("string", "boolean", "integer"):
+        if (node or {}).get("type") not in ("string", "boolean", "integer"):
             errs.append(invalid(p, jp, "must point to a field of type string, boolean or integer. "
                                        "Enum string fields and strings with formats are allowed."))
+        if at in seen:
+            errs.append(duplicate(p, jp))
+        seen.add(at)
+    if len(seen) > MAX_SELECTABLE_FIELDS:
+        errs.append(too_many(path, len(seen), MAX_SELECTABLE_FIELDS))
     return errs
 
 

@@ -127,11 +127,36 @@ def test_printer_columns_selectable_fields_and_scale_paths():
     p = "spec"  # a single version's columns, fields and subresources are the spec's once converted
     assert f'{p}.additionalPrinterColumns[0].type: Invalid value: "float": must be one of boolean,date,integer,number,string' in got
     assert f'{p}.selectableFields[1].jsonPath: Duplicate value: ".spec.color"' in got
-    assert f'{p}.selectableFields[2].jsonPath: Invalid value: ".metadata.name": must not point to fields in metadata' in got
+    # (the schema declares no metadata: the path names no field of it)
+    assert (f'{p}.selectableFields[2].jsonPath: Invalid value: ".metadata.name": is an invalid path: does not refer '
+            'to a valid field') in got
     assert any(m.startswith(f'{p}.selectableFields[3].jsonPath: Invalid value: ".spec": must point to a field of type')
                for m in got)
     assert f'{p}.subresources.scale.specReplicasPath: Invalid value: ".status.replicas": should be a json path under .spec' in got
     assert f'{p}.subresources.scale.statusReplicasPath: Invalid value: ".spec.replicas": should be a json path under .status' in got
+
+
+def test_selectable_fields_are_judged_by_valid_field_path():
+    """ValidateCustomResourceSelectableFields reads each path with cel.ValidFieldPath, no array notation: a
+    path that does not start with '.' (braces, '$'), any '[', a step past a scalar and a trailing '.' are its
+    errors; metadata is refused only where the schema declares it, and duplicates are the field paths named
+    (a map's keys through additionalProperties). `{.spec.color}` and `$.spec.color` were accepted (their
+    field selectors matched nothing), and '[...]' was 'must be a simple json path' (found by fuzz64)."""
+    c = crd()
+    v = c["spec"]["versions"][0]
+    schema = v["schema"]["openAPIV3Schema"]
+    schema["properties"]["metadata"] = {"type": "object", "properties": {"name": {"type": "string"}}}
+    schema["properties"]["spec"]["properties"]["labels"] = {"type": "object", "additionalProperties": {"type": "string"}}
+    paths = ["{.spec.color}", "$.spec.color", ".spec['color']", ".spec.color.x", ".spec.", "spec.color",
+             ".metadata.name", ".spec.labels.a", ".spec.labels.a", ".spec.color"]
+    v["selectableFields"] = [{"jsonPath": jp} for jp in paths]
+    got = [m for m in msgs(c) if m.startswith("spec.selectableFields")]
+    assert got == [f'spec.selectableFields[{i}].jsonPath: Invalid value: "{paths[i]}": {why}' for i, why in [
+        (0, "is an invalid path: expected [ or . but got: {"), (1, "is an invalid path: expected [ or . but got: $"),
+        (2, "is an invalid path: array notation is not allowed"), (3, "is an invalid path: does not refer to a valid field"),
+        (4, "is an invalid path: unexpected end of JSON path"), (5, "is an invalid path: expected [ or . but got: spec"),
+        (6, "must not point to fields in metadata")]] + [
+        'spec.selectableFields[8].jsonPath: Duplicate value: ".spec.labels.a"']
 
 
 def test_stored_versions():
