@@ -24,7 +24,8 @@ SYNC_WAIT = 1.0
 
 def referenced(pod: dict, plural: str) -> set[str]:
     """The names of the ConfigMaps (`plural` "configmaps") or Secrets ("secrets") the pod's
-    volumes, projected volume sources and containers' environment (env valueFrom, envFrom) name."""
+    volumes, projected volume sources and containers' environment (env valueFrom, envFrom) name,
+    and its imagePullSecrets (VisitPodSecretNames: each sync reads them, lifecycle._pull_secrets)."""
     kind, name_key = ("configMap", "name") if plural == "configmaps" else ("secret", "secretName")
     key_ref, ref = ("configMapKeyRef", "configMapRef") if plural == "configmaps" else ("secretKeyRef", "secretRef")
     spec = pod.get("spec") or {}
@@ -39,6 +40,8 @@ def referenced(pod: dict, plural: str) -> set[str]:
         out |= {e["valueFrom"][key_ref]["name"] for e in c.get("env") or ()
                 if ((e.get("valueFrom") or {}).get(key_ref) or {}).get("name")}
         out |= {e[ref]["name"] for e in c.get("envFrom") or () if (e.get(ref) or {}).get("name")}
+    if plural == "secrets":
+        out |= {r["name"] for r in spec.get("imagePullSecrets") or () if r.get("name")}
     return out
 
 

@@ -102,3 +102,30 @@ async def test_an_immutable_config_map_is_not_watched_once_seen(cluster):
     await clock.advance(RESYNC)  # a resync reads the kept copy
     await asyncio.sleep(0.05)
     assert file.read_text() == "fixed" and (await configmap_requests(server))[:2] == (0, 0)
+
+
+async def test_pods_pull_secrets_are_read_through_one_shared_watch_without_a_get(cluster):
+    """The secret manager also holds the pods' imagePullSecrets (VisitPodSecretNames), which the
+    kubelet reads as each sync ensures images: two pods on two nodes naming one share its watch,
+    and their starts read it there, with no GET."""
+    client, nodes, _, _, server = cluster
+    pods = client.resource("", "v1", "pods")
+    await client.resource("", "v1", "secrets").create({
+        "metadata": {"name": "regcred", "namespace": "default"}, "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": "e30="}})
+    for name, node in (("a", "gpu-0"), ("b", "gpu-1")):
+        await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": node, "imagePullSecrets": [{"name": "regcred"}],
+            "containers": [{"name": "app", "image": "busybox", "command": ["httpd", "-f"]}]}})
+
+    async def running():
+        items, _ = await pods.list(namespace="default")
+        return len(items) == 2 and all((p.get("status") or {}).get("phase") == "Running" for p in items)
+    await eventually(running)
+    requests = await metric_totals(
+        server,
+        ("apiserver_request_total", r'code="\d+",[^}]*resource="secrets",[^}]*subresource="",verb="GET"[^}]*'),
+        ("apiserver_longrunning_requests", r'component="apiserver",group="",resource="secrets",'
+                                           r'scope="\w+",subresource="",verb="WATCH",version="v1"'))
+    assert tuple(requests) == (0, 1)
+    assert nodes.watched["secrets"].watching() == [("default", "regcred")]
