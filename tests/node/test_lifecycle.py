@@ -13,7 +13,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.machinery.streaming import LogOptions
 from nanokube.node import container_env
 from nanokube.node.cluster import default_cluster
-from nanokube.node.lifecycle import PodWorker, image_id, image_ref, status_patch
+from nanokube.node.lifecycle import PodWorker, crash_backoff, image_id, image_ref, status_patch
 from nanokube.node.manager import RESTART_PERIOD_ENV, NodeManager, options_from_env
 from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
@@ -211,6 +211,11 @@ async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
     uid = (await pods.get("loop", "default"))["metadata"]["uid"]
     assert (e["type"], e["message"]) == ("Warning", f"Back-off restarting failed container app in pod loop_default({uid})")
     assert e["involvedObject"]["fieldPath"] == "spec.containers{app}" and e["source"]["component"] == "kubelet"
+
+
+def test_a_container_crash_looping_past_a_thousand_restarts_still_waits_the_longest_back_off():
+    assert [crash_backoff(n, 1.0) for n in (1, 2, 1025, 5000)] == [1.0, 1.0, 1.0, 1.0]
+    assert [crash_backoff(n) for n in (1, 2, 6, 1100)] == [10.0, 20.0, 300.0, 300.0]
 
 
 async def test_a_max_container_restart_period_shortens_the_back_off_from_its_first_step():
