@@ -675,6 +675,39 @@ async def test_ready_follows_the_readiness_gates_condition(env):
     await eventually(status_of(pods, "gated", ready("True", None)))
 
 
+async def test_an_image_volume_whose_pull_fails_holds_the_containers_until_the_pod_is_deleted(env):
+    """KEP-4639 on the process runtime too: the image volume's pull fails before any container
+    starts, its events on the pod (no fieldPath), the container waits ContainerCreating, nothing
+    runs; deleted meanwhile, the pod goes without a container ever started."""
+    client, _, _ = env
+    pods, events = client.resource("", "v1", "pods"), client.resource("", "v1", "events")
+    p = pod("artifact", SERVE, restart="Always")
+    p["metadata"]["annotations"] = {"sim.nanokube.io/pull-error": "unauthorized"}
+    p["spec"]["volumes"] = [{"name": "model", "image": {"reference": "quay.io/crio/artifact:v2"}}]
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "model", "mountPath": "/model"}]
+    await pods.create(p)
+
+    async def pulled_and_failed():
+        items, _ = await events.list(namespace="default")
+        seen = [(e["reason"], e["involvedObject"].get("fieldPath", ""), e["message"]) for e in items
+                if e["involvedObject"]["name"] == "artifact" and e["source"]["component"] == "kubelet"]
+        return seen if ("Failed", "", 'Failed to pull image "quay.io/crio/artifact:v2": unauthorized') in seen else None
+    seen = await eventually(pulled_and_failed)
+    assert ("Pulling", "", 'Pulling image "quay.io/crio/artifact:v2"') in seen
+    assert not [r for r, path, _ in seen if path], "no container's event: none was started"
+    st = (await pods.get("artifact", "default"))["status"]
+    assert st["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    await pods.delete("artifact", "default")
+
+    async def gone():
+        try:
+            await pods.get("artifact", "default")
+        except APIError as e:
+            return e.code == 404
+        return False
+    assert await eventually(gone)
+
+
 async def test_env_from_config_maps_and_secrets_and_a_missing_one_waits(env):
     """envFrom brings a ConfigMap's and a Secret's keys (with the prefix), env entries override them;
     a ConfigMap the environment names that does not exist keeps the container in
