@@ -99,6 +99,22 @@ async def test_a_failed_request_is_tried_again_with_the_certificate_managers_bac
     assert served == []
 
 
+async def test_rotation_failing_past_a_thousand_tries_keeps_trying_every_32_s(tmp_path):
+    clock, served = _Recording(), []
+    rotation = asyncio.create_task(bootstrap.rotate_serving(None, "n1", lambda: [], str(tmp_path / "kubelet"),
+                                                            served.append, clock))
+    try:
+        for _ in tries():
+            if len(clock.slept) >= 1100 or rotation.done():
+                break
+            await asyncio.sleep(0.01)
+        assert not rotation.done(), rotation.exception()
+    finally:
+        rotation.cancel()
+        await asyncio.gather(rotation, return_exceptions=True)
+    assert len(clock.slept) >= 1100 and all(32 <= b <= 32 * 1.1 for b in clock.slept[1000:1100])
+
+
 async def test_a_kubeconfig_that_does_not_decode_holds_no_valid_certificate(tmp_path):
     """isClientConfigStillValid: a kubeconfig its loader refuses (here `users: 5`, before a TypeError
     out of the kubelet's start) means bootstrapping, which here needs the missing bootstrap kubeconfig."""
