@@ -1,9 +1,11 @@
 """The JSONPath subset CRDs use in `additionalPrinterColumns` and `selectableFields`.
 
 Upstream evaluates client-go's `util/jsonpath` with missing keys allowed:
-`.spec.replicas`, `.items[0]`, `.items[*].name`, `['a.b']`, and filters such as
-`.status.conditions[?(@.type=="Ready")].status`. A missing field yields no
-result, which the table shows as an empty cell.
+`.spec.replicas`, `.items[0]`, `.items[*].name`, `['a.b']`, slices such as
+`.status.conditions[-1:].type`, and filters such as
+`.status.conditions[?(@.type=="Ready")].status`. A missing field, or a slice
+past the list's bounds (client-go's error), yields no result, which the table
+shows as an empty cell.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ _TOKEN = re.compile(
       | \[(?P<quoted>'[^']*'|"[^"]*")\]
       | \[\?\(@\.(?P<fpath>[A-Za-z0-9_.\-]+)\s*(?P<op>==|!=)\s*(?P<fval>'[^']*'|"[^"]*"|[^)\s]+)\s*\)\]
       | \[(?P<index>-?\d+|\*)\]
+      | \[(?P<start>-?\d*):(?P<end>-?\d*)(?::(?P<step>-?\d*))?\]
       | \.\.(?P<recursive>[A-Za-z0-9_\-]+)
     """,
     re.VERBOSE,
@@ -60,6 +63,8 @@ def compile_path(expr: str) -> tuple[tuple, ...]:
         elif m.group("index") is not None:
             idx = m.group("index")
             steps.append(("all",) if idx == "*" else ("index", int(idx)))
+        elif m.group("end") is not None:
+            steps.append(("slice", *(int(m.group(g)) if m.group(g) else None for g in ("start", "end", "step"))))
         else:
             steps.append(("recursive", m.group("recursive")))
         pos = m.end()
@@ -79,6 +84,19 @@ def _descend(v: Any, name: str) -> list[Any]:
     return out
 
 
+def _slice(v: list, start: int | None, end: int | None, step: int | None) -> list:
+    """client-go's array slice: negative bounds count from the end; a slice of no elements is empty,
+    one past the bounds (or a step under 1) is its error, here no result."""
+    n = len(v)
+    start = 0 if start is None else start + n if start < 0 else start
+    end = n if end is None else end + n if end < 0 else end
+    if start == end:
+        return []
+    if not (0 <= start < n and 0 <= end <= n and start <= end) or (step is not None and step <= 0):
+        return []
+    return v[start:end:step or 1]
+
+
 def find(obj: Any, expr: str | tuple) -> list[Any]:
     """Every value the path selects in `obj` (empty when it selects nothing)."""
     steps = compile_path(expr) if isinstance(expr, str) else expr
@@ -93,6 +111,9 @@ def find(obj: Any, expr: str | tuple) -> list[Any]:
             elif kind == "index":
                 if isinstance(v, list) and -len(v) <= step[1] < len(v):
                     nxt.append(v[step[1]])
+            elif kind == "slice":
+                if isinstance(v, list):
+                    nxt.extend(_slice(v, *step[1:]))
             elif kind == "all":
                 if isinstance(v, list):
                     nxt.extend(v)

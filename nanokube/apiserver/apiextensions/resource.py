@@ -90,13 +90,18 @@ def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
 
 
 def printer_columns(version: dict[str, Any]) -> list[Column]:
-    """Table columns of one version: Name, then the CRD's columns (or Age when it has none)."""
+    """Table columns of one version: Name, then the CRD's columns (or Age when it has none), up to
+    the first whose path the table cannot parse (tableconvertor.New returns the columns it built
+    before such a one, which the CRD handler serves)."""
     cols = [Column("Name", "string", lambda o: o["metadata"]["name"], NAME_COLUMN_DOC, "name")]
     declared = version.get("additionalPrinterColumns")
     if not declared:
         return cols + [Column("Age", "date", AGE, AGE_COLUMN_DOC)]
     for c in declared:
-        path = jsonpath.compile_path(c["jsonPath"])
+        try:
+            path = jsonpath.compile_path(c["jsonPath"])
+        except jsonpath.JSONPathError:
+            break
         if c["jsonPath"].strip("{}") == ".metadata.creationTimestamp" and c.get("type") == "date":
             fn = AGE
         else:
