@@ -391,7 +391,7 @@ class KubeletServer:
         in_memory: dict[str, dict[str, tuple[int, int]]] = {}
         for pod in () if claims_only else pods:
             uid = pod["metadata"]["uid"]
-            worker = self.agent.workers.get(uid)
+            worker = self.agent.worker(uid)  # (a static pod's by its mirror pod's UID now)
             tmpfs = memory_backed(pod)
             in_memory[uid] = {name: tree_usage(worker.empty_dir(name), name in tmpfs) for name in in_memory_volumes(mgr, pod)
                               if worker is not None and cache.fresh((uid, name), now) is None}
@@ -411,7 +411,7 @@ class KubeletServer:
         volumes = await self._volume_stats([pod for pod, _, _ in accounts], stamp)
         for (pod, started, containers), volume in zip(accounts, volumes):
             md = pod["metadata"]
-            worker = self.agent.workers.get(md.get("uid", ""))
+            worker = self.agent.worker(md.get("uid", ""))
             local = local_usage(self.agent.volumes, worker, pod, [c[0] for c in containers]) \
                 if worker is not None else LocalUsage()
             # a memory-backed emptyDir's pages count in its container's working set (MetricsProvider.memory_charges),

@@ -55,6 +55,7 @@ def agent(clock):
                            admission_rejections={}, preemptions={}, sync_loop_at=None,
                            faults=Faults())
     fake.eviction = EvictionManager(fake)
+    fake.worker = fake.workers.get  # (no static pods: a worker is found by its pod's UID)
     return fake
 
 

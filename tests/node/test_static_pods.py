@@ -2,10 +2,14 @@
 mirror pod is the static pod's reflection, so deleting it leaves the static pod running."""
 
 import contextlib
+from types import SimpleNamespace
 
+import orjson
 import yaml
+from multidict import CIMultiDict, MultiDict
 
 from nanokube.machinery.errors import APIError
+from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.static_pods import StaticPods
 from tests.controllers import eventually
 from tests.node import ManualClock
@@ -28,7 +32,7 @@ async def static_web(tmp_path):
                             on_read=agent.static_pods_read)
         static.start()
         try:
-            yield s, clock, manifests
+            yield s, clock, manifests, agent
         finally:
             await static.stop()
 
@@ -37,8 +41,14 @@ async def test_a_deleted_mirror_pod_is_made_again_and_its_static_pod_runs_on(tmp
     """Upstream's kubelet deletes a mirror pod another deleted and makes it again; the static pod's
     containers are not restarted (same containerID, startedAt, restartCount 0, pod IP), and no
     Killing event is told. Its manifest removed, the static pod stops and its mirror pod goes."""
-    async with static_web(tmp_path) as (s, clock, manifests):
+    async with static_web(tmp_path) as (s, clock, manifests, agent):
         pods = s.client.resource("", "v1", "pods")
+        kubelet = KubeletServer(agent, clock.now())
+
+        async def summarized() -> dict:  # the static pod's entry in the kubelet's /stats/summary
+            resp = await kubelet.serve(SimpleNamespace(method="GET", query=MultiDict(), headers=CIMultiDict()),
+                                       "/stats/summary")
+            return next(p for p in orjson.loads(resp.body)["pods"] if p["podRef"]["name"] == "web-gpu-0")
 
         async def running(other_than: str = ""):
             try:
@@ -49,6 +59,8 @@ async def test_a_deleted_mirror_pod_is_made_again_and_its_static_pod_runs_on(tmp
             return p if ok and (p["status"].get("containerStatuses") or [{}])[0].get("started") else None
         first = await eventually(running)
         before = first["status"]["containerStatuses"][0]
+        stats = await summarized()
+        assert stats["ephemeral-storage"]["usedBytes"] > 0  # (its etc-hosts file at least)
 
         await pods.delete("web-gpu-0", "default")
         await clock.advance(1)
@@ -61,6 +73,10 @@ async def test_a_deleted_mirror_pod_is_made_again_and_its_static_pod_runs_on(tmp
             first["metadata"]["annotations"]["kubernetes.io/config.mirror"]
         events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
         assert "Killing" not in [e["reason"] for e in events], "its container was not stopped"
+        # the summary finds the static pod's files by its new mirror pod's UID (it reported none)
+        again = await summarized()
+        assert again["podRef"]["uid"] == second["metadata"]["uid"]
+        assert again["ephemeral-storage"]["usedBytes"] == stats["ephemeral-storage"]["usedBytes"]
 
         (manifests / "web.yaml").unlink()
         await clock.advance(1)
@@ -82,7 +98,7 @@ async def test_a_static_pod_whose_mirror_pod_and_manifest_went_together_stops(tm
     """The mirror pod force-deleted just after its manifest was removed: the static pod, waiting for
     its next mirror pod, is not wanted any more once the manifests are read, so its container is
     stopped (Killing) and no mirror pod is made again."""
-    async with static_web(tmp_path) as (s, clock, manifests):
+    async with static_web(tmp_path) as (s, clock, manifests, _):
         pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
 
         async def running():
