@@ -23,6 +23,8 @@ node anew each time the cluster grows past one of its size thresholds (~4,000 no
 5,000 nodes), which under kube-controller-manager's client limit (20/s) lasts minutes at a
 few percent of a core, below what `_idle` counts as busy, and so would go on inside the measured
 spans (in the scheduler modes with the scheduler's cache, snapshot and node watch following each).
+Without that controller nothing takes TaintNodesByCondition's not-ready taint off a new node, so
+that admission plugin is off too (`--disable-admission-plugins`), as in scheduler_perf's server.
 
 The server's CPU (from /proc) is read over two spans: the creates alone (what the creates/s row
 competes with), and from the first create until the server has gone idle with every pending pod
@@ -319,7 +321,8 @@ def run(cfg: PendingConfig, progress: Progress) -> dict[str, dict[str, float]]:
     """Each of cfg.modes on a fresh server in its own temporary directory, keyed by MODES' heading."""
     results = {}
     for mode in cfg.modes:
-        extra = ("--controllers", "*,-node-lifecycle-controller,-ttl-controller", "--scheduler",
+        extra = ("--controllers", "*,-node-lifecycle-controller,-ttl-controller",
+                 "--disable-admission-plugins", "TaintNodesByCondition", "--scheduler",
                  "in-process" if mode == "in-process" else "none", "--api-workers", str(cfg.api_workers))
         with contextlib.ExitStack() as stack:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nanokube-bench-pending-")))

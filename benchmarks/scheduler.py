@@ -250,8 +250,9 @@ class _Stack:
         self.cache = WatchCache(self.store, window=200_000)
         rest = GenericREST(self.store, self.cache, ResourceIndex(all_resources()), Clock())
         rest.admission = Admission(rest)
-        # no serviceaccount controller runs here: scheduler_perf's API server disables the plugin too
-        rest.admission.disable("ServiceAccount")
+        # no serviceaccount nor node lifecycle controller runs here: scheduler_perf's API server
+        # disables both plugins too
+        rest.admission.disable("ServiceAccount", "TaintNodesByCondition")
         await self.store.start()
         await self.cache.start()
         self.client = LocalClient(rest)

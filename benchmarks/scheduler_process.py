@@ -5,8 +5,8 @@ Upstream's scheduler_perf runs kube-apiserver and the scheduler in one Go proces
 core, so what the API server does for pods that fit nowhere does not take the scheduler's CPU;
 benchmarks/scheduler.py runs both and the workload's creates in one Python process on one core.
 Here `nanokube up` serves the API alone: the memory store, as the in-process mode (SQLite with
-`--api-workers N` > 1, which a memory store cannot serve), no audit log, no ServiceAccount admission
-(scheduler_perf's server disables it too), no controllers but the ResourceClaim controller for the
+`--api-workers N` > 1, which a memory store cannot serve), no audit log, no ServiceAccount nor
+TaintNodesByCondition admission (scheduler_perf's server disables both too), no controllers but the ResourceClaim controller for the
 DRA workloads, no node agents (`--cluster` with no nodes), no scheduler. `nanokube scheduler` runs
 on its kubeconfig with scheduler_perf's client limit (5000 / 5000) and, as there, no leader
 election, and this process creates the workload's nodes and pods over HTTPS, 30 in flight as
@@ -131,7 +131,7 @@ def run(workloads: list[Workload], progress: Progress = lambda _m: None, timeout
             (work / "scheduler.yaml").write_text(SCHEDULER_CONFIG)
             extra = ("--cluster", str(work / "cluster.yaml"), "--scheduler", "none", "--audit-log-path", "",
                      "--controllers", "resourceclaim-controller" if w.kind.startswith("dra") else "",
-                     "--disable-admission-plugins", "ServiceAccount", "--api-workers", str(api_workers))
+                     "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition", "--api-workers", str(api_workers))
             server = stack.enter_context(nanokube_server(work / "nanokube", "sqlite" if api_workers > 1 else "memory",
                                                          extra))
             port = _free_port()

@@ -581,7 +581,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--disable-admission-plugins", default="", metavar="NAMES",
                     help="admission plugins to turn off, comma-separated, as kube-apiserver's flag; ServiceAccount "
                          "(without the serviceaccount controller, --controllers '', it refuses a pod until its "
-                         "namespace's account exists) and PodSecurity are the ones that can be")
+                         "namespace's account exists), PodSecurity and TaintNodesByCondition (without the "
+                         "node-lifecycle controller nothing takes its not-ready taint off a new node) are the "
+                         "ones that can be")
     up.add_argument("--admission-control-config-file", default=None, metavar="FILE",
                     help="kube-apiserver's AdmissionConfiguration (apiserver.config.k8s.io/v1): PodSecurity's "
                          "PodSecurityConfiguration (defaults, exemptions) is the configuration nanokube reads")

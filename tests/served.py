@@ -20,12 +20,13 @@ from nanokube.store.memory import MemoryStore
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path: Path, disable_admission_plugins: tuple[str, ...] = ("ServiceAccount",),
+async def served(tmp_path: Path, disable_admission_plugins: tuple[str, ...] = ("ServiceAccount", "TaintNodesByCondition"),
                  store: Store | None = None, prepare: Callable[[APIServer], None] | None = None,
                  **options) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
     """A started server and an ApiClient for it; both closed on exit. No controller manager makes
-    namespaces' ServiceAccounts here, so ServiceAccount admission is off unless asked for, as
-    upstream's integration tests run kube-apiserver with --disable-admission-plugins=ServiceAccount.
+    namespaces' ServiceAccounts here, nor takes TaintNodesByCondition's not-ready taint off a new
+    node, so both are off unless asked for, as upstream's integration tests run kube-apiserver with
+    --disable-admission-plugins=ServiceAccount,TaintNodesByCondition.
     `store`: where it keeps its objects, a new memory store by default; `prepare(server)`: what a
     command line would set before it starts (encryption at rest); `options`: APIServer's others
     (an audit log's path)."""

@@ -97,6 +97,8 @@ class SimulatedControlPlane:
         # served or not, the same run: the PKI a served one needs would turn ServiceAccount admission on,
         # which refused every pod of an openb trace (whose controllers make no `default` ServiceAccount)
         self.server.rest.admission.disable("ServiceAccount")
+        if not lifecycle:  # nothing would take TaintNodesByCondition's not-ready taint off a new node
+            self.server.rest.admission.disable("TaintNodesByCondition")
         self.server.rest.name_suffix = SeededNames(seed)
         self.server.rest.new_uid = SeededUIDs(seed)
         # and the Services' ClusterIPs and node ports, which the allocators pick at random as upstream's

@@ -40,9 +40,10 @@ async def make_stack(window: int = 50_000, store=None) -> Stack:
     cache = WatchCache(store, window=window)
     rest = GenericREST(store, cache, ResourceIndex(all_resources()), Clock())
     rest.admission = Admission(rest)
-    # no serviceaccount controller makes namespaces' accounts here: upstream's integration tests
-    # run kube-apiserver with --disable-admission-plugins=ServiceAccount for the same reason
-    rest.admission.disable("ServiceAccount")
+    # no serviceaccount controller makes namespaces' accounts here, nor does a node lifecycle
+    # controller take a new node's not-ready taint off: upstream's integration tests run
+    # kube-apiserver with --disable-admission-plugins=ServiceAccount,TaintNodesByCondition for the same reason
+    rest.admission.disable("ServiceAccount", "TaintNodesByCondition")
     await store.start()
     await cache.start()
     client = LocalClient(rest)
@@ -210,7 +211,7 @@ async def over_http(controller_kind):
     from nanokube.client.kubeconfig import Credentials
 
     server = APIServer(MemoryStore(), None, port=0)
-    server.rest.admission.disable("ServiceAccount")
+    server.rest.admission.disable("ServiceAccount", "TaintNodesByCondition")
     await server.start()
     client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test")
     await client.start()

@@ -2,6 +2,7 @@ import contextlib
 
 import pytest
 
+from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.loopback import connector
 from nanokube.client.informer import InformerFactory
 from nanokube.clock import parse_time
@@ -91,6 +92,33 @@ async def test_a_node_whose_lease_stops_goes_unknown_and_tainted_then_recovers(c
         return n if _ready(n)["status"] == "True" and not _managed_taints(n) else None
 
     await eventually(healed)
+
+
+async def test_a_registering_kubelet_is_tainted_not_ready_until_the_controller_sees_it_ready():
+    """TaintNodesByCondition admission (on, as in `nanokube up`) taints each new Node not-ready;
+    the controller takes that off once it finds the node Ready."""
+    s = await make_stack()
+    s.rest.admission = Admission(s.rest)
+    s.rest.admission.disable("ServiceAccount")
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    nodes = s.client.resource("", "v1", "nodes")
+    ctl = NodeLifecycleController(s.client, clock, grace_period=50, monitor_period=5)
+    try:
+        registered = (await nodes.list())[0]
+        assert registered and all(_ready(n)["status"] == "True" for n in registered)
+        assert [_managed_taints(n) for n in registered] == [{(NOT_READY, "NoSchedule")}] * len(registered)
+        await ctl.start()
+
+        async def untainted():
+            return all("taints" not in n["spec"] for n in (await nodes.list())[0])
+        await eventually(untainted)
+    finally:
+        await ctl.stop()
+        await mgr.stop()
+        await s.close()
 
 
 async def test_a_not_ready_kubelet_gets_the_not_ready_taint(cluster):

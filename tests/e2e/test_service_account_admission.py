@@ -76,8 +76,10 @@ def test_a_pod_naming_a_missing_account_is_refused(cluster):
 
 @pytest.fixture(scope="module")
 def no_controllers():
-    """A cluster without controllers nor ServiceAccount admission, for the next two tests."""
-    with running_cluster("no-sa", ("--controllers", "", "--disable-admission-plugins", "ServiceAccount")) as c:
+    """A cluster without controllers nor ServiceAccount and TaintNodesByCondition admission (no
+    node lifecycle controller would take a new node's not-ready taint off), for the next two tests."""
+    with running_cluster("no-sa", ("--controllers", "", "--disable-admission-plugins",
+                                   "ServiceAccount,TaintNodesByCondition")) as c:
         yield c
 
 
@@ -95,14 +97,18 @@ def test_a_standalone_manager_publishes_the_ca_its_kubeconfig_trusts(no_controll
 
 
 def test_disable_admission_plugins_turns_service_account_admission_off(no_controllers, tmp_path):
-    """`--disable-admission-plugins ServiceAccount`, as with kube-apiserver: a cluster without the
-    serviceaccount controller admits pods, which then name no account and mount no token; a name
+    """`--disable-admission-plugins ServiceAccount,TaintNodesByCondition`, as with kube-apiserver: a
+    cluster without the serviceaccount controller admits pods, which then name no account and mount
+    no token, and registers its nodes without the not-ready taint; a name
     kube-apiserver does not know, or a plugin nanokube always runs, stops `up` with exit code 2."""
     c = no_controllers
     c.kubectl("create", "namespace", NS)
     c.kubectl("apply", "-f", "-", input=to_yaml([_pod("bare")]))
     spec = c.kubectl_json("get", "pod", "bare", "-n", NS)["spec"]
     assert "serviceAccountName" not in spec and "volumes" not in spec
+    # `up`'s own nodes registered untainted, and nothing ever tainted them
+    nodes = c.kubectl_json("get", "nodes")["items"]
+    assert nodes and not [n["spec"]["taints"] for n in nodes if "taints" in n["spec"]]
     for names, why in (("Nope", 'disable-admission-plugins plugin "Nope" is unknown'),
                        ("ServiceAccount,LimitRanger", "nanokube always runs LimitRanger")):
         r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--port", "0", "--data-dir", str(tmp_path),

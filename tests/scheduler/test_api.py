@@ -37,7 +37,8 @@ async def test_bind_over_the_local_client():
 async def test_bind_over_https(tmp_path):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
-    server.rest.admission.disable("ServiceAccount")  # no controller manager makes the default account
+    # no controller manager makes the default account, nor takes a new node's not-ready taint off
+    server.rest.admission.disable("ServiceAccount", "TaintNodesByCondition")
     await server.start()
     kubeconfig = str(tmp_path / "kubeconfig")
     write_kubeconfig(kubeconfig, server.url, pki)

@@ -32,6 +32,7 @@ from .attributes import SCALE_KIND, Attributes
 from .default_ingress_class import DefaultIngressClass
 from .default_storage_class import DefaultStorageClass
 from .limit_ranger import LimitRanger
+from .node_taint import TaintNodesByCondition
 from .persistent_volume_claim_resize import PersistentVolumeClaimResize
 from .pod_security import PodSecurity
 from .resource_quota import ResourceQuota
@@ -71,15 +72,15 @@ KNOWN_PLUGINS = frozenset({
 
 def admission_flag_problem(names) -> str | None:
     """Why `names` cannot be given to --disable-admission-plugins: a name kube-apiserver does not
-    know (its own message), or a plugin nanokube always runs (only ServiceAccount and PodSecurity
-    can be turned off)."""
+    know (its own message), or a plugin nanokube always runs (only ServiceAccount, PodSecurity and
+    TaintNodesByCondition can be turned off)."""
     for name in names:
         if name not in KNOWN_PLUGINS:
             return f"disable-admission-plugins plugin {gofmt.quote(name)} is unknown"
-    fixed = sorted(set(names) - {ServiceAccount.name, PodSecurity.name})
+    fixed = sorted(set(names) - {ServiceAccount.name, PodSecurity.name, TaintNodesByCondition.name})
     if fixed:
-        return (f"disable-admission-plugins: nanokube always runs {', '.join(fixed)}; only ServiceAccount and "
-                "PodSecurity can be turned off")
+        return (f"disable-admission-plugins: nanokube always runs {', '.join(fixed)}; only ServiceAccount, "
+                "PodSecurity and TaintNodesByCondition can be turned off")
     return None
 
 
@@ -89,9 +90,10 @@ class Admission:
         self.plugins = BuiltinPlugins(rest)
         self.limit_ranger = LimitRanger(rest)
         self.runtime_class = RuntimeClass(rest)
+        self.node_taint = TaintNodesByCondition()
         #: in-tree mutating plugins after the built-ins, in upstream's order
-        self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class,
-                         DefaultIngressClass(rest)]
+        self.mutators = [self.limit_ranger, self.node_taint, DefaultStorageClass(rest), StorageObjectInUseProtection(),
+                         self.runtime_class, DefaultIngressClass(rest)]
         #: the ServiceAccount plugin, None where disabled (it awaits: a missing account is looked up again)
         self.service_account: ServiceAccount | None = ServiceAccount(rest)
         self.claim_resize = PersistentVolumeClaimResize(rest)
@@ -120,9 +122,13 @@ class Admission:
         """kube-apiserver's --disable-admission-plugins, for the plugins that can be turned off:
         `ServiceAccount`, which refuses every pod until the serviceaccount controller has made its
         namespace's account (an API server without a controller manager disables it, as upstream's
-        integration tests do), and `PodSecurity`."""
+        integration tests do), `PodSecurity`, and `TaintNodesByCondition`, whose taint only the node
+        lifecycle controller takes off (a cluster that runs none disables it)."""
         if problem := admission_flag_problem(names):
             raise ValueError(problem)
+        if TaintNodesByCondition.name in names and self.node_taint in self.mutators:
+            self.mutators.remove(self.node_taint)
+            self._in_tree.clear()
         if ServiceAccount.name in names:
             self.service_account = None
         if PodSecurity.name in names and self.pod_security in self.validators:
