@@ -32,4 +32,3 @@ async def test_a_disabled_plugin_taints_nothing(tmp_path):
     async with served(tmp_path, disable_admission_plugins=("ServiceAccount", "TaintNodesByCondition")) as (_, api):
         node = await call(api, "POST", NODES, {"metadata": {"name": "n"}})
         assert node["spec"] == {}
-
