@@ -104,6 +104,9 @@ _BOOKMARK_DUE = "BOOKMARK"
 #: names a create drawn from generateName tries before a 409 (upstream's maxNameGenerationCreateAttempts:
 #: a prefix's millionth name still collides with a chance of 0.1%, without retries its 4,500th half the time)
 NAME_ATTEMPTS = 8
+#: the longest generateName prefix a generated name keeps, so that with its five random characters it
+#: fits 63 (upstream's SimpleNameGenerator: maxNameLength - randomLength)
+GENERATED_PREFIX = 58
 #: a write of an object this many bytes of JSON or more has its managed fields (a server-side apply, its
 #: result) computed in a worker thread: linear work, but seconds of it for a pod of 10,000 containers,
 #: that on the event loop would leave every other client unanswered meanwhile (loophold.py)
@@ -1207,7 +1210,7 @@ class GenericREST:
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         generated = not md.get("name") and bool(md.get("generateName"))
         if generated:
-            md["name"] = md["generateName"] + self.name_suffix(md["generateName"])
+            md["name"] = self._generated_name(md["generateName"])
         md["uid"] = self.new_uid()
         md["creationTimestamp"] = self.clock.rfc3339()
         for f in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -1230,6 +1233,11 @@ class GenericREST:
             if not written:  # (a request ended after its write, in the cache's wait: the values are the stored object's)
                 res.strategy.release(obj)
             raise
+
+    def _generated_name(self, prefix: str) -> str:
+        """A name from generateName: the prefix cut to GENERATED_PREFIX characters, then five random ones."""
+        prefix = prefix[:GENERATED_PREFIX]
+        return prefix + self.name_suffix(prefix)
 
     async def _create_prepared(self, res, version, obj, opts, warnings, admission=None,
                                generated: bool = False, held: list | None = None, large: bool = False,
@@ -1275,7 +1283,7 @@ class GenericREST:
                 except KeyExists:
                     if not generated or attempt == NAME_ATTEMPTS - 1:
                         raise self._name_taken(res, key, md["name"], generated) from None
-                obj["metadata"] = md = {**md, "name": md["generateName"] + self.name_suffix(md["generateName"])}
+                obj["metadata"] = md = {**md, "name": self._generated_name(md["generateName"])}
                 key = res.key(md.get("namespace"), md["name"])
         except BaseException:
             if made:

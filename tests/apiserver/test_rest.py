@@ -343,6 +343,15 @@ async def test_generate_name(cms):
     assert (await cms.get(a["metadata"]["name"], NS))["metadata"]["uid"] == a["metadata"]["uid"]
 
 
+async def test_a_long_generate_name_is_cut_so_the_name_fits_63_characters(core):
+    """Upstream's SimpleNameGenerator keeps 58 characters of the prefix before its five random ones
+    (a ReplicaSet's pods of a long-named Deployment get 63-character names, not longer)."""
+    prefix = "an-operators-long-generated-prefix-" * 2  # 70 characters
+    made = await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"generateName": prefix}})
+    assert len(made.metadata.name) == 63 and made.metadata.name.startswith(prefix[:58])
+    assert made.metadata.generate_name == prefix
+
+
 async def test_a_generate_name_is_judged_as_a_prefix_before_the_name_made_of_it(cms):
     """ValidateObjectMeta's order: generateName (its trailing "x-" masked, as a name goes on after
     it), then the generated name."""
