@@ -267,8 +267,9 @@ def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float,
     for i in todo:
         pod = replaced.get(i)
         end = finish_time(pod) if pod is not None else None
+        # (the exponent stops past the cap: ignored failures have no limit, and 2**1024 does not convert to a float)
         left = 0.0 if end is None else \
-            end + min(base * 2 ** sum(job_failure_policy.failure_counts(pod)), BACKOFF_MAX) - now
+            end + min(base * 2 ** min(sum(job_failure_policy.failure_counts(pod)), 32), BACKOFF_MAX) - now
         if left > 0:
             waits.append(left)
         else:

@@ -169,9 +169,11 @@ T0 = 1_700_000_000.0
      T0 + 4, ([], 6.0)),
     ({0: pod(2, 1, finished_at="2023-11-14T22:13:20Z")}, T0 + 50, ([1], 0.0)),
     ({0: pod(40, finished_at="2023-11-14T22:13:20Z")}, T0 + 360, ([0, 1], 0.0)),
+    ({0: pod(3, 1100, finished_at="2023-11-14T22:13:20Z")}, T0 + 359, ([1], 0.0)),
 ])
 def test_backoff_is_per_index(replaced, now, want):
-    """10s doubling with each failure of that index (ignored ones too), at most 360s."""
+    """10s doubling with each failure of that index (ignored ones too), at most 360s; past a thousand
+    failures too (ignored ones are not limited: 2**1024 raised OverflowError in the sync)."""
     assert indexes_ready([0, 1], replaced, now) == want
 
 
