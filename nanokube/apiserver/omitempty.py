@@ -76,8 +76,9 @@ def structs(name: str) -> frozenset[str]:
     leaves out a struct, and 1.37 tags none of them `omitzero`, ObjectMeta's creationTimestamp
     aside), so a Node sent without `spec` is served `spec: {}` and its status
     `daemonEndpoints: {kubeletEndpoint: {Port: 0}}`: the struct's zero, its own fields tagged
-    without omitempty at theirs. Required ones are left to validation. None outside the reviewed
-    types."""
+    without omitempty at theirs. A resource.Quantity held by value is one too, written "0" when
+    zero (a resourceFieldRef's `divisor: "0"`). Required ones are left to validation. None
+    outside the reviewed types."""
     return _structs().get(name, frozenset())
 
 
@@ -178,10 +179,11 @@ def _required() -> dict[str, dict[str, type]]:
     return out
 
 
-#: the types with a JSON form of their own: not written as a struct's fields
+#: the types with a JSON form of their own: not written as a struct's fields (a Time's zero is null:
+#: structural.py's value times; an IntOrString's, a ServicePort's targetPort, is defaulted)
 _OWN_JSON = frozenset({"k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
-                       "k8s.io.apimachinery.pkg.api.resource.Quantity", "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
-                       "k8s.io.apimachinery.pkg.runtime.RawExtension"})
+                       "k8s.io.apimachinery.pkg.util.intstr.IntOrString", "k8s.io.apimachinery.pkg.runtime.RawExtension"})
+_QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 #: the packages outside k8s.io/api whose types protobuf.TABLE names as k8s.io/api's
 _OUTSIDE = ("io.k8s.apiextensions-apiserver.pkg.apis.", "io.k8s.kube-aggregator.pkg.apis.")
 
@@ -206,7 +208,7 @@ def _structs() -> dict[str, frozenset[str]]:
         props, wanted = defs[name].get("properties") or {}, set(defs[name].get("required") or ())
         found = frozenset(json_name for json_name, ftype, flags in table.values()
                           if flags == "" and ftype not in _OWN_JSON and json_name not in wanted
-                          and _is_struct(defs, props.get(json_name)))
+                          and (ftype == _QUANTITY or _is_struct(defs, props.get(json_name))))
         if found:
             out[name] = found
     return out

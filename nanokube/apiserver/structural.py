@@ -554,7 +554,7 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
         k for k, (c, _) in fields.items() if c in _TIMES and not (created and k == "creationTimestamp")}
     zero_dropped = frozenset(("creationTimestamp",)) if created else frozenset()
     # a struct held by value is always encoded: left out or null, it is its zero, whose own fields
-    # tagged without omitempty its checker fills (omitempty.structs)
+    # tagged without omitempty its checker fills (omitempty.structs); a Quantity's zero is "0"
     value_structs = tuple((k, nested[k]) for k in sorted(structs) if k in nested)
 
     def check(v: Any, path: Path, res: _Result) -> None:
@@ -609,8 +609,9 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
         if value_structs and res.nulls:
             for k, c in value_structs:
                 if v.get(k) is None:
-                    v[k] = zero = {}
-                    c(zero, (path, k, struct), res)
+                    v[k] = zero = c.zero()
+                    if type(zero) is dict:
+                        c(zero, (path, k, struct), res)
     return check
 
 

@@ -104,3 +104,16 @@ async def test_a_status_a_create_may_not_set_is_reset_to_its_zero(tmp_path):
         for path, body, zero in cases:
             created = await call(api, "POST", path, {"metadata": {"name": "x"}, **body})
             assert (path, created["status"]) == (path, zero)
+
+
+async def test_a_resource_field_ref_without_a_divisor_is_served_its_zero_quantity(tmp_path):
+    """resourceFieldRef.divisor is a resource.Quantity held by value: left out, it is written "0"
+    (a zero the kubelet's downward API reads as 1)."""
+    env = [{"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]
+    async with served(tmp_path) as (_, api):
+        pod = await call(api, "POST", "/api/v1/namespaces/default/pods", {"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "image": "i", "env": env}]}}, "maker")
+        assert pod["spec"]["containers"][0]["env"][0]["valueFrom"]["resourceFieldRef"] == {
+            "resource": "limits.cpu", "divisor": "0"}
+        fields = entries(pod)["maker"][2]["f:spec"]["f:containers"]['k:{"name":"c"}']["f:env"]
+        assert fields['k:{"name":"CPU"}']["f:valueFrom"] == {".": {}, "f:resourceFieldRef": {}}

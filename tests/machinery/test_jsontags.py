@@ -92,7 +92,8 @@ def test_omitempty_value_scalars_are_the_tables(tags):
 def test_the_structs_held_by_value_are_types_gos_and_none_is_omitzero():
     """omitempty.structs (a Node's spec, its status's nodeInfo): every optional field of a reviewed
     struct whose Go type is a struct held by value, bar the types that encode themselves (Time,
-    Quantity, ...); encoding/json writes each whatever its omitempty, as none is tagged omitzero."""
+    IntOrString, RawExtension; a Quantity is one, written "0"); encoding/json writes each whatever
+    its omitempty, as none is tagged omitzero."""
     script = _script()
     types = script.all_types(script.Binary(KUBECTL.read_bytes()))
     defs, scope = k8s.definitions(), omitempty._scope()

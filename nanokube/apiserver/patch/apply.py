@@ -624,6 +624,8 @@ def _zero_like(v: Any, raw: dict[str, Any] | None, decoded: bool = False) -> Any
             child = _unset_zeros(child, child_shape.omit)
         if kind == "struct" and (child or (decoded and k in shape.structs)):
             out[k] = _zero_like(child, child_raw, decoded)
+        elif decoded and k in shape.structs and child == "0":  # a Quantity held by value, at its zero
+            out[k] = child
         elif decoded and k in shape.kept and not child and type(child) in _SCALARS:
             out[k] = child
         elif kind in ("list", "map") and k in required:

@@ -193,5 +193,6 @@ async def _resource(mgr: VolumeManager, pod: dict, ref: dict) -> str:
     if value is None and kind == "limits":
         node = await mgr.client.resource("", "v1", "nodes").get(mgr.node_name)
         value = ((node.get("status") or {}).get("allocatable") or {}).get(name)
-    q = parse_quantity(value or "0") / parse_quantity(str(ref.get("divisor") or "1"))
+    divisor = parse_quantity(str(ref.get("divisor") or "0"))  # unset, the zero Quantity: 1
+    q = parse_quantity(value or "0") / (divisor or 1)
     return str(math.ceil(q))

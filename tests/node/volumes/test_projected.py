@@ -244,7 +244,9 @@ async def test_downward_api_fields_and_resources(env):
                     {"path": "cpu", "resourceFieldRef": {"containerName": "app", "resource": "requests.cpu",
                                                          "divisor": "1m"}},
                     {"path": "mem", "resourceFieldRef": {"containerName": "app", "resource": "limits.memory",
-                                                         "divisor": "1Mi"}}]}}]}}
+                                                         "divisor": "1Mi"}},
+                    # no divisor: served "0", the zero Quantity, which the kubelet reads as 1
+                    {"path": "bytes", "resourceFieldRef": {"containerName": "app", "resource": "limits.memory"}}]}}]}}
     p = await client.resource("", "v1", "pods").create(body)
     vol = (await mgr.mount(p))["info"]
     assert read(vol, "labels") == b'a="one"\nb="2"'
@@ -252,6 +254,8 @@ async def test_downward_api_fields_and_resources(env):
     assert read(vol, "a") == b"one"
     assert read(vol, "ns") == b"default"
     assert (read(vol, "cpu"), read(vol, "mem")) == (b"250", b"128")
+    assert p["spec"]["volumes"][0]["downwardAPI"]["items"][-1]["resourceFieldRef"]["divisor"] == "0"
+    assert read(vol, "bytes") == str(128 * 2**20).encode()
 
 
 def states(mgr, clock) -> list[str]:
