@@ -1897,6 +1897,8 @@ class PodWorker:
                     self.own_last_state[c["name"]] = c["lastState"]
                 if "running" in (c.get("state") or {}):
                     self.own_started[c["name"]] = c["state"]["running"].get("startedAt", "")
+            # a restarted kubelet's back-off entries are gone (in memory): each next exit restarts at once
+            self.backoff_from = {c["name"]: c.get("restartCount", 0) for c in st["containerStatuses"]}
             # a container that exited for good while others restart (its own policy or rules) stays so
             self.ended = {c["name"]: c for c in st["containerStatuses"] if "terminated" in (c.get("state") or {})}
             self.started_at = next((c["state"]["running"]["startedAt"] for c in st["containerStatuses"]

@@ -281,6 +281,34 @@ async def test_a_container_that_ran_ten_minutes_starts_its_back_off_over(env):
     await eventually(status(5, "running"))
 
 
+async def test_a_restarted_node_agent_forgets_the_back_off_as_a_restarted_kubelet_does():
+    """The kubelet keeps its crash-loop back-off in memory: restarted, it finds no entry for a
+    container, so the adopted container's next exit restarts at once and the one after backs off
+    10 s, whatever its restartCount (2 here: 20 s, then 40 s, without a restart)."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5",
+                                                   "sim.nanokube.io/exit-code": "1"}))
+        await eventually(phase_is(pods, "loop", "Running"))
+        status = functools.partial(loop_status, pods)
+        for seconds, restarts in ((5, 1), (15, 2)):  # at once, then after 10 s
+            await clock.advance(seconds)
+            await eventually(status(restarts, "running"))
+        await mgr.stop()
+        again = NodeManager(connector(s.rest), default_cluster(), clock)
+        await again.start()
+        try:
+            await clock.advance(5)
+            c = await eventually(status(3, "running"))
+            assert c["lastState"]["terminated"]["exitCode"] == 1, "its exit after the restart: started at once"
+            await clock.advance(5)
+            c = await eventually(status(3, "waiting"))
+            assert "back-off 10s" in c["state"]["waiting"]["message"]
+        finally:
+            await again.stop()
+
+
 async def test_a_container_due_to_restart_as_the_other_ends_keeps_the_pod_running(env):
     """One app container's back-off runs out at the very instant the pod's other app container
     ends (a kubelet woken once for both): the first starts again and the pod runs on. Before, its

@@ -150,9 +150,14 @@ async def test_a_restarted_node_agent_keeps_a_container_that_ended_for_good_as_i
         await mgr.stop()
         mgr = NodeManager(connector(s.rest), default_cluster(), clock)
         await mgr.start()  # the new agent adopts the running pod
-        await clock.advance(5)  # the worker exits 42 again and backs off; the helper is not touched
+        # the worker exits 42 again: the new agent has no back-off for it (as a restarted kubelet), so it
+        # restarts at once, then backs off 10 s; the helper is not touched
+        await clock.advance(5)
+        await eventually(state_is(pods, "mixed", "worker", "running", restarts=2))
+        await clock.advance(5)
         p = await eventually(state_is(pods, "mixed", "worker", "waiting", "CrashLoopBackOff"))
-        assert status(p, "worker")["restartCount"] == 1 and p["status"]["phase"] == "Running"  # (until it starts again)
+        assert status(p, "worker")["restartCount"] == 2 and p["status"]["phase"] == "Running"  # (until it starts again)
+        assert "back-off 10s" in status(p, "worker")["state"]["waiting"]["message"]
         assert status(p, "helper") == ended
     finally:
         await mgr.stop()
@@ -180,9 +185,11 @@ async def test_a_restarted_node_agent_keeps_each_containers_own_restart_count():
         await mgr.stop()
         mgr = NodeManager(connector(s.rest), default_cluster(), clock)
         await mgr.start()  # the new agent adopts the running pod
-        await clock.advance(5)  # flaky exits 2 again and backs off; steady runs on
+        await clock.advance(5)  # flaky exits 2 again: restarted at once (the new agent has no back-off for it)
+        await eventually(state_is(pods, "pair", "flaky", "running", restarts=2))
+        await clock.advance(5)  # and again: it backs off; steady runs on
         p = await eventually(state_is(pods, "pair", "flaky", "waiting", "CrashLoopBackOff"))
-        assert status(p, "flaky")["restartCount"] == 1 and status(p, "flaky")["lastState"]["terminated"]["exitCode"] == 2
+        assert status(p, "flaky")["restartCount"] == 2 and status(p, "flaky")["lastState"]["terminated"]["exitCode"] == 2
         assert status(p, "steady")["restartCount"] == 0 and "running" in status(p, "steady")["state"]
         assert status(p, "steady")["lastState"] == {}
     finally:
