@@ -41,9 +41,11 @@ def watch_timeout(timeout_seconds: int | None, min_request_timeout: float, draw=
     """The seconds a watch is served (upstream's request.GetTimeoutForWatch): its timeoutSeconds, or
     when that is absent or 0 a random time in [min, 2*min) of --min-request-timeout, so that the
     watches clients opened together do not all end, and come back, together. A negative one, or 0
-    with a zero --min-request-timeout, ends the watch at once, as upstream's."""
-    if timeout_seconds:
-        return float(timeout_seconds)
+    with a zero --min-request-timeout, ends the watch at once, as upstream's; so does one whose
+    seconds wrap past an int64 of nanoseconds to a negative duration (goduration.seconds)."""
+    timeout = goduration.seconds(timeout_seconds) if timeout_seconds else 0.0
+    if timeout:
+        return timeout
     return min_request_timeout * (draw() + 1.0)
 
 

@@ -40,6 +40,13 @@ def parse(text: str, flag: str = "") -> float:
     return -total if text[0] == "-" else total
 
 
+def seconds(n: int) -> float:
+    """time.Duration(n) * time.Second, in seconds: nanoseconds in an int64, whose overflow wraps as
+    Go's multiplication does (a count of seconds past 292 years is a duration of whatever it wraps to,
+    perhaps a negative one)."""
+    return ((n * 1_000_000_000 + 2**63) % 2**64 - 2**63) / 1e9
+
+
 def string(ns: int) -> str:
     """Format nanoseconds the way Go's time.Duration.String does (metav1.Duration's JSON)."""
     if ns == 0:

@@ -71,3 +71,13 @@ async def test_timeout_seconds_zero_is_the_server_s_choice_too():
 async def test_timeout_seconds_ends_the_watch_on_the_server_s_clock():
     [out] = await _served("timeoutSeconds=5&allowWatchBookmarks=true", watches=1, until=8, min_request_timeout=1800)
     assert out == {"bookmarks": [3.0], "end": 5.0}
+
+
+async def test_timeout_seconds_past_an_int64_of_nanoseconds_wrap_as_gos_duration_does():
+    """serveWatch's time.Duration(timeoutSeconds) * time.Second wraps in int64 nanoseconds: the largest
+    timeoutSeconds is -1 s, a watch that ends at once, and 2**55 s wraps to 0, the server's random choice.
+    Such a watch ran for as many seconds as asked, for ever."""
+    [out] = await _served(f"timeoutSeconds={2**63 - 1}", watches=1, until=2, min_request_timeout=1800)
+    assert out["end"] == STEP  # (its end is noticed at the first step)
+    [out] = await _served(f"timeoutSeconds={2**55}", watches=1, until=21)
+    assert out["end"] is not None and 10 <= out["end"] < 20 + STEP, out
