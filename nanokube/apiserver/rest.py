@@ -26,7 +26,7 @@ from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import STATUS_META, Resource, Strategy
 from ..store.interface import KV, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
-from ..machinery import envknob, errors, featuregates, gofmt, gojson, strconv
+from ..machinery import envknob, errors, featuregates, gofmt, goduration, gojson, strconv
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
@@ -1896,13 +1896,13 @@ class GenericREST:
                 new_md.pop("finalizers", None)
             now = self.clock.now()
             if not md.get("deletionTimestamp"):
-                new_md["deletionTimestamp"] = self.clock.rfc3339(now + _grace_offset(grace))
+                new_md["deletionTimestamp"] = self.clock.rfc3339(now + goduration.seconds(grace))
                 new_md["deletionGracePeriodSeconds"] = grace
                 if res.strategy.track_generation and md.get("generation") is not None:
                     new_md["generation"] = md["generation"] + 1
                 res.strategy.prepare_for_delete(new)
             elif grace < (md.get("deletionGracePeriodSeconds") or 0):
-                new_md["deletionTimestamp"] = self.clock.rfc3339(now + _grace_offset(grace))
+                new_md["deletionTimestamp"] = self.clock.rfc3339(now + goduration.seconds(grace))
                 new_md["deletionGracePeriodSeconds"] = grace
             # DeleteResource's 202: an object left in place when the client asked for cascading by
             # orphanDependents=false (a Foreground propagationPolicy is a 200, as any other)
@@ -2373,12 +2373,6 @@ def _undecodable(kind: str, version: str, obj: Any, err: str, patched: _Patched 
     cause = invalid("patch", value, err)
     return errors.APIError(422, "Invalid", f' "" is invalid: {cause}',
                            {"causes": [{"reason": cause.reason, "message": cause.message, "field": cause.field}]})
-
-
-def _grace_offset(grace: int) -> float:
-    """time.Second * time.Duration(grace), in seconds: nanoseconds in an int64, whose overflow wraps as Go's
-    multiplication does (a grace period of centuries marks a date within 292 years of now, not past any)."""
-    return ((grace * 1_000_000_000 + 2**63) % 2**64 - 2**63) / 1e9
 
 
 def _precondition_failed(key: str, what: str, wanted: str, actual: str) -> str:
