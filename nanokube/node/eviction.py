@@ -398,10 +398,11 @@ class EvictionManager:
             for w in list(self.agent.workers.values()) if self._active(w))
 
     async def _run(self) -> None:
-        """Passes, each after a change, or one period after the last while periodic; after an
-        eviction, the pass waits for the pod to stop (at most POD_CLEANUP_TIMEOUT), then the rest of
-        the period, as the stats a next decision needs are refreshed once a period (upstream acts
-        only on thresholds whose stats changed since its last pass)."""
+        """Passes, each after a change, or while periodic one period after the last (sooner when
+        a pressure fault comes or goes); after an eviction, the pass waits for the pod to stop (at
+        most POD_CLEANUP_TIMEOUT), then the rest of the period, as the stats a next decision needs
+        are refreshed once a period (upstream acts only on thresholds whose stats changed since
+        its last pass)."""
         while True:
             began = self.clock.monotonic()
             self._changed.clear()
@@ -419,18 +420,23 @@ class EvictionManager:
             rest = max(began + MONITORING_PERIOD - self.clock.monotonic(), 0.0)
             if evicted:
                 await self.clock.sleep(rest)
-            elif self._periodic():  # the period's end, or a change before it (as without a period)
-                await self._period_or_change(rest)
+            elif self._periodic():
+                await self._period_or_fault(rest)
             else:
                 await self._changed.wait()
 
-    async def _period_or_change(self, rest: float) -> None:
-        changed, period = asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self.clock.sleep(rest))
-        try:
-            await asyncio.wait((changed, period), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (changed, period):
-                task.cancel()
+    async def _period_or_fault(self, rest: float) -> None:
+        """The period's end, or a pressure fault's coming or going before it (a pod's change
+        waits for the period: one eviction a period while a signal stays crossed)."""
+        pressure, deadline = self.agent.faults.pressure, self.clock.monotonic() + rest
+        while (left := deadline - self.clock.monotonic()) > 0 and self.agent.faults.pressure == pressure:
+            self._changed.clear()
+            changed, period = asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(self.clock.sleep(left))
+            try:
+                await asyncio.wait((changed, period), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (changed, period):
+                    task.cancel()
 
     async def _cleaned_up(self, evicted: list) -> bool:
         """waitForPodsCleanup: whether every evicted pod stops within POD_CLEANUP_TIMEOUT."""

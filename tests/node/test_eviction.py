@@ -639,10 +639,12 @@ async def test_processes_past_a_pid_threshold_report_pid_pressure_and_a_negative
         assert await condition(client, "PIDPressure") == "False"
         await pods.create(running("second"))
         await eventually(phase_is(pods, "second", "Running"))
-        await clock.advance(1)
+        for _ in range(2):  # the pass a period after the first sees two processes
+            await clock.advance(5)
         assert await condition(client, "PIDPressure") == "True"
-        for _ in range(2):
-            await clock.advance(10)
+        assert await phases(pods) == {"slow": "Running", "second": "Running"}
+        for _ in range(3):  # the next pass, the threshold met for its 10 s: evicted, killed after 1 s
+            await clock.advance(5)
         p = await eventually(phase_is(pods, "slow", "Failed"))
         assert p["status"]["message"] == \
             f"The node was low on resource: pids. Threshold quantity: {PID_MAX - 1}, available: {PID_MAX - 2}. "
