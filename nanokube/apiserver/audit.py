@@ -19,7 +19,8 @@ import logging
 
 import orjson
 import yaml
-from aiohttp import Payload, web
+from aiohttp import Payload, hdrs, web
+from aiohttp.http import SERVER_SOFTWARE
 from multidict import istr
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily
@@ -562,9 +563,12 @@ class AuditedRequest(keepalive.Request):
         return key in self._state
 
     async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        headers = response.headers
         value = self._state.get(AUDIT_ID)
         if value is not None:
-            response.headers[_AUDIT_ID_HEADER] = value
+            headers[_AUDIT_ID_HEADER] = value
+        if headers.get(hdrs.SERVER) == SERVER_SOFTWARE:  # aiohttp's own answer names itself; Go's server names none
+            del headers[hdrs.SERVER]
         if self._match_info is not None:  # routed by the application: its on_response_prepare signal
             await web.Request._prepare_hook(self, response)
 
