@@ -28,7 +28,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from ..machinery import errors, gofmt, headlimit
 from ..machinery.responses import error_response
-from . import serving
+from . import inline, serving
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def _message(status: int, text: str | None) -> str:
     return first[:256] or HTTPStatus(status).phrase
 
 
-class _StatusRequestHandler(headlimit.HeadLimit, serving.HeaderDeadline):
+class _StatusRequestHandler(inline.InlineRequests, headlimit.HeadLimit, serving.HeaderDeadline):
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
         if status >= 500:

@@ -1,0 +1,86 @@
+"""inline.InlineRequests: the API server's connections serve an ordinary request in their own task,
+in a context of its own, and leave the others to aiohttp's loop."""
+
+import asyncio
+import contextvars
+
+from aiohttp import web
+
+from nanokube.apiserver.http_errors import StatusAppRunner
+
+_SEEN = contextvars.ContextVar("seen", default="")
+
+
+async def _serve(app: web.Application):
+    runner = StatusAppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+async def _answers(reader: asyncio.StreamReader, count: int) -> list[tuple[str, bytes]]:
+    out = []
+    for _ in range(count):
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        size = int(next(line.split(": ", 1)[1] for line in head.split("\r\n") if line.lower().startswith("content-length")))
+        out.append((head.split("\r\n", 1)[0], await reader.readexactly(size)))
+    return out
+
+
+async def test_ordinary_requests_run_in_the_connection_task_each_in_its_own_context():
+    """Pipelined requests: each handler runs in the task that serves the connection (no task of its
+    own), yet a context variable one request sets is not seen by the next, as in a task of its own;
+    a request whose body comes after its head (sent on 100 Continue) is served by aiohttp's loop, in
+    a task of its own, and so are the requests after it."""
+    tasks: list[tuple[str, bool]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        before = _SEEN.get()
+        _SEEN.set(request.path)
+        body = await request.read()
+        tasks.append((request.path, asyncio.current_task() is request.task))
+        return web.Response(body=f"{before}|{len(body)}".encode())
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner, port = await _serve(app)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+        first = await _answers(reader, 2)
+        writer.write(b"POST /c HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+        assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(b"wxyz")  # the body only once its head was served
+        writer.write(b"GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        later = await _answers(reader, 2)
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert first == [("HTTP/1.1 200 OK", b"|0"), ("HTTP/1.1 200 OK", b"|3")]
+    assert later == [("HTTP/1.1 200 OK", b"|4"), ("HTTP/1.1 200 OK", b"|0")]
+    assert tasks[:2] == [("/a", True), ("/b", True)]
+    assert tasks[2:] == [("/c", False), ("/d", False)]
+
+
+async def test_a_handler_s_error_is_answered_500_and_ends_the_connection():
+    """As aiohttp's loop answers it (handle_error closes the connection): the request pipelined
+    behind it is not served."""
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/boom":
+            raise RuntimeError("boom")
+        return web.Response(body=b"ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner, port = await _serve(app)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\nGET /fine HTTP/1.1\r\nHost: x\r\n\r\n")
+        [(boom, body)] = await _answers(reader, 1)
+        rest = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert boom == "HTTP/1.1 500 Internal Server Error" and b'"code":500' in body and rest == b""
