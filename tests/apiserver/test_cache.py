@@ -125,6 +125,8 @@ async def test_pages_and_namespaces_of_a_resource_held_in_many_key_blocks(small_
         after = page[-1][0]
     assert [k for p in pages for k in p] == left
     assert [k for k, _ in cache.list(PREFIX + "b/")] == [k for k in left if k.startswith(PREFIX + "b/")] + [PREFIX + "b/99"]
+    for prefix in (PREFIX, PREFIX + "b/", PREFIX + "zz/"):  # one at a time (RBAC's walk), across the blocks
+        assert list(cache.entries(prefix)) == cache.list(prefix)
     total, page = cache.scan(PREFIX + "c/", after=PREFIX + "c/05", limit=3)
     assert (total, [k for k, _ in page]) == (len([k for k in left if k > PREFIX + "c/05" and k < PREFIX + "d"]),
                                              [k for k in left if k > PREFIX + "c/05"][:3])

@@ -34,7 +34,7 @@ class CachePolicySource:
         self._cache = cache
 
     def list(self, plural: str, namespace: str | None = None) -> Iterable[dict]:
-        return (e.obj for _, e in self._cache.list(self._res[plural].key_prefix(namespace)))
+        return (e.obj for _, e in self._cache.entries(self._res[plural].key_prefix(namespace)))
 
     def get(self, plural: str, namespace: str | None, name: str) -> dict | None:
         e = self._cache.get(self._res[plural].key(namespace, name))
