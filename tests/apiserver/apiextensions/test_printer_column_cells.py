@@ -38,6 +38,26 @@ def crd() -> dict:
                                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
 
 
+async def _create_once_served(c, path: str, body: dict) -> None:
+    """POSTs `body` to a CRD's collection, again while the CRD is not served yet (a 404)."""
+    for _ in tries():
+        try:
+            await call(c, "POST", path, body)
+            return
+        except ApiException as e:
+            assert e.status == 404
+            await asyncio.sleep(0.05)
+
+
+async def _table(c, path: str) -> dict:
+    """GET `path` as kubectl asks for it, a Table."""
+    def send():
+        request = c.param_serialize("GET", path, header_params={"Accept": TABLE})
+        response = c.call_api(*request[:4])
+        response.read()
+        return json.loads(response.data)
+    return await asyncio.to_thread(send)
+
 async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
     async with served(tmp_path) as (_, c):
         await call(c, "POST", CRDS, crd())
@@ -45,25 +65,14 @@ async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
         body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"},
                 "spec": {"ports": [{"name": "http"}, {"name": "https"}], "tags": ["a", "b"], "count": 3,
                          "size": "50%", "ratio": 2.7, "flag": "yes"}}
-        for _ in tries():
-            try:
-                await call(c, "POST", things, body)
-                break
-            except ApiException as e:  # not served yet
-                assert e.status == 404
-                await asyncio.sleep(0.05)
+        await _create_once_served(c, things, body)
 
-        def send(path=f"{things}/t"):
-            request = c.param_serialize("GET", path, header_params={"Accept": TABLE})
-            response = c.call_api(*request[:4])
-            response.read()
-            return response
-        table = json.loads((await asyncio.to_thread(send)).data)
+        table = await _table(c, f"{things}/t")
         assert table["rows"][0]["cells"][1:] == ["http", '["a","b"]', "3", None, 2, None, None]
         # an explicit null is found: a string column prints it as the JSONPath printer prints no value
         await call(c, "POST", things, {**body, "metadata": {"name": "nulls"},
                                        "spec": {"ports": [{"name": None}], "tags": None, "size": None}})
-        got = json.loads((await asyncio.to_thread(send, things)).data)
+        got = await _table(c, things)
         assert [r["cells"][1:] for r in got["rows"] if r["cells"][0] == "nulls"] == [
             ["<no value>", "<no value>", None, None, None, None, None]]
         # kubectl 1.37 prints a null cell as nothing between its columns' tabs
@@ -100,19 +109,7 @@ async def test_a_slice_column_is_served_and_columns_stop_at_one_the_table_cannot
         things = f"/apis/{GROUP}/v1/namespaces/default/things"
         body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"},
                 "spec": {"ports": [{"name": "http"}, {"name": "https"}], "count": 3}}
-        for _ in tries():
-            try:
-                await call(c, "POST", things, body)
-                break
-            except ApiException as e:  # not served yet
-                assert e.status == 404
-                await asyncio.sleep(0.05)
-
-        def send():
-            request = c.param_serialize("GET", f"{things}/t", header_params={"Accept": TABLE})
-            response = c.call_api(*request[:4])
-            response.read()
-            return json.loads(response.data)
-        table = await asyncio.to_thread(send)
+        await _create_once_served(c, things, body)
+        table = await _table(c, f"{things}/t")
         assert [d["name"] for d in table["columnDefinitions"]] == ["Name", "Last"]
         assert table["rows"][0]["cells"] == ["t", "https"]
