@@ -19,8 +19,7 @@ import logging
 
 import orjson
 import yaml
-from aiohttp import Payload, hdrs, web
-from aiohttp.http import SERVER_SOFTWARE
+from aiohttp import Payload, web
 from multidict import istr
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily
@@ -567,8 +566,7 @@ class AuditedRequest(keepalive.Request):
         value = self._state.get(AUDIT_ID)
         if value is not None:
             headers[_AUDIT_ID_HEADER] = value
-        if headers.get(hdrs.SERVER) == SERVER_SOFTWARE:  # aiohttp's own answer names itself; Go's server names none
-            del headers[hdrs.SERVER]
+        keepalive.unbranded(headers)  # (aiohttp's own path names itself; Go's server names none)
         if self._match_info is not None:  # routed by the application: its on_response_prepare signal
             await web.Request._prepare_hook(self, response)
 

@@ -8,11 +8,13 @@ handler declines it before those bytes arrive. A refused upgrade whose body come
 (a client sends the body once the headers are out; the handler answers from the headers), or a
 request pipelined behind one, is never read: the client waits on the connection for an answer that
 never comes. Go's server reads on; here the answer says `Connection: close` and the connection ends
-with it, so a client's next request goes on a new one, as after an upgrade that was taken."""
+with it, so a client's next request goes on a new one, as after an upgrade that was taken. Nor does
+an answer name the server: Go's writes no Server header, where aiohttp names itself and its version."""
 
 from __future__ import annotations
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http import SERVER_SOFTWARE
 
 
 class Request(web.Request):
@@ -23,3 +25,14 @@ class Request(web.Request):
     def keep_alive(self) -> bool:
         message = self._message
         return not message.should_close and not message.upgrade
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        unbranded(response.headers)
+        await super()._prepare_hook(response)
+
+
+def unbranded(headers) -> None:
+    """`headers` without the Server header aiohttp adds to an answer (not one a handler set: a
+    proxied backend's)."""
+    if headers.get(hdrs.SERVER) == SERVER_SOFTWARE:
+        del headers[hdrs.SERVER]
