@@ -448,12 +448,11 @@ class EvictionManager:
 
     # --- observations --------------------------------------------------------------------
 
-    def _usage(self, pod: dict) -> dict:
-        """The pod's containers' usage as the summary reports it (one source: MetricsProvider.usage);
-        the usage model's answer is kept while the pod object is the same."""
+    def _usage(self, uid: str, pod: dict) -> dict:
+        """The containers' usage of the pod its worker `uid` runs, as the summary reports it (one
+        source: MetricsProvider.usage); the usage model's answer is kept while the pod object is the same."""
         if self._provider is None:
             self._provider = MetricsProvider(self.agent.client, self.clock)
-        uid = pod["metadata"]["uid"]
         cached = self._usage_cache.get(uid)
         if cached is not None and cached[0] is pod and not MetricsProvider.usage_sources and not memory_backed(pod):
             return cached[1]
@@ -469,7 +468,7 @@ class EvictionManager:
             pod = w.pod
             if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
-            usage = self._usage(pod)
+            usage = self._usage(uid, pod)
             local = local_usage(volumes, w, pod, usage)
             out[uid] = PodStats({name: u.memory for name, u in usage.items()}, local.total, len(usage),
                                 local.empty_dirs | local.tmpfs,
@@ -482,15 +481,14 @@ class EvictionManager:
     async def _measure_empty_dirs(self, stats: dict[str, PodStats]) -> dict[str, PodStats]:
         """On the process runtime, the emptyDirs of the pods with a local storage limit measured on
         the node's disk (in a thread: a walk of real directories), into their stats."""
-        pods = [w.pod for uid, w in list(self.agent.workers.items()) if uid in stats and storage_limited(w.pod)]
+        pods = {uid: w.pod for uid, w in list(self.agent.workers.items()) if uid in stats and storage_limited(w.pod)}
         if not pods:
             return stats
         volumes = self.agent.volumes
-        measured = await asyncio.to_thread(lambda: [disk_empty_dirs(volumes, pod) for pod in pods])
+        measured = await asyncio.to_thread(lambda: [disk_empty_dirs(volumes, pod) for pod in pods.values()])
         out = dict(stats)
-        for pod, dirs in zip(pods, measured):
-            s = out[pod["metadata"]["uid"]]
-            out[pod["metadata"]["uid"]] = replace(s, disk=s.disk + sum(dirs.values()), volumes=dirs)
+        for uid, dirs in zip(pods, measured):
+            out[uid] = replace(out[uid], disk=out[uid].disk + sum(dirs.values()), volumes=dirs)
         return out
 
     def observe(self, stats: dict[str, PodStats]) -> dict[str, Observation]:
@@ -551,7 +549,9 @@ class EvictionManager:
         if conditions != self.conditions:
             self.conditions = conditions
             await self.agent.eviction_conditions_changed()
-        workers = {w.uid: w for w in self.agent.workers.values() if self._active(w)}
+        # (by the pod's UID now: a static pod's worker keeps the UID of the mirror pod it first ran,
+        # which keys its stats, while its pod is the mirror pod made since)
+        workers = {w.pod["metadata"]["uid"]: w for w in self.agent.workers.values() if self._active(w)}
         if evicted := await self._local_storage_eviction(workers, stats):
             return evicted
         observations = self._faulted(real)
@@ -571,7 +571,7 @@ class EvictionManager:
             log.info("node %s: eviction thresholds have been met, but no pods are active to evict", self.agent.name)
             return []
         ranked = RANK[threshold.signal]([w.pod for w in workers.values()],
-                                        lambda p: stats.get(p["metadata"]["uid"]))
+                                        lambda p: stats.get(workers[p["metadata"]["uid"]].uid))
         for pod in ranked:
             if is_critical(pod):
                 log.info("node %s: eviction manager: cannot evict a critical pod %s/%s", self.agent.name,
