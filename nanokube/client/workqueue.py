@@ -15,6 +15,7 @@ from collections.abc import Hashable, Iterator
 from prometheus_client import CollectorRegistry
 
 from ..clock import REAL, Clock
+from ..machinery.backoff import doubling
 from ..machinery.metrics import Family, exponential_buckets
 
 #: component-base's workqueue histogram buckets (ExponentialBuckets(10e-9, 10, 10)): 10 ns to 10 s
@@ -139,10 +140,7 @@ class WorkQueue:
     def add_rate_limited(self, key: Hashable) -> None:
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        # the exponent stops growing past the cap (as client-go's limiter returns its maximum once the
-        # backoff passes MaxInt64): 2**1024 seconds no longer converts to a float, and raising here
-        # would end the worker that retries a key failing for long
-        self.add_after(key, min(self._base * (2 ** min(n, 64)), self._max))
+        self.add_after(key, doubling(self._base, n, self._max))
 
     def forget(self, key: Hashable) -> None:
         self._failures.pop(key, None)

@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ..machinery import envknob
+from ..machinery.backoff import doubling
 from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
 from ..machinery.featuregates import enabled
@@ -267,9 +268,8 @@ def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float,
     for i in todo:
         pod = replaced.get(i)
         end = finish_time(pod) if pod is not None else None
-        # (the exponent stops past the cap: ignored failures have no limit, and 2**1024 does not convert to a float)
         left = 0.0 if end is None else \
-            end + min(base * 2 ** min(sum(job_failure_policy.failure_counts(pod)), 32), BACKOFF_MAX) - now
+            end + doubling(base, sum(job_failure_policy.failure_counts(pod)), BACKOFF_MAX) - now
         if left > 0:
             waits.append(left)
         else:
@@ -847,7 +847,7 @@ class JobController(Controller):
         count, last = self.backoffs.get(key, (0, 0.0))
         if not count:
             return 0.0
-        return last + min(self.backoff_base * 2 ** min(count - 1, 32), BACKOFF_MAX) - now
+        return last + doubling(self.backoff_base, count - 1, BACKOFF_MAX) - now
 
     def _pod(self, job: dict, index: int | None, group: str | None = None, replaced: dict | None = None) -> dict:
         md = job["metadata"]

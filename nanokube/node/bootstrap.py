@@ -34,6 +34,7 @@ from cryptography.x509.oid import NameOID
 
 from ..client import kubeconfig
 from ..clock import REAL, Clock
+from ..machinery.backoff import doubling
 from ..pki.csr import NODE_PREFIX, NODES_GROUP
 from ..pki.keys import private_pem
 
@@ -228,9 +229,7 @@ async def _renew(pem_path: str, pem: bytes | None, ask: Callable[[], Awaitable[b
             write_pem(os.path.dirname(pem_path), pem, os.path.basename(pem_path))
             use(pem_path)
         except Exception as e:  # whatever failed (the server away, a denial, a full disk): tried again later
-            # (the exponent stops past the cap: at 2**1024, nine hours of failures, the float overflowed
-            # here and ended the rotation for good)
-            delay = min(BACKOFF * 2 ** min(failures, 16), BACKOFF_LIMIT) * random.uniform(1.0, 1.1)
+            delay = doubling(BACKOFF, failures, BACKOFF_LIMIT) * random.uniform(1.0, 1.1)
             failures += 1
             log.warning("rotating the %s certificate failed, trying again in %.0f s: %s", what, delay, e)
             await clock.sleep(delay)

@@ -46,6 +46,7 @@ import logging
 import math
 from dataclasses import dataclass
 
+from ..machinery.backoff import doubling
 from ..machinery.goduration import string as go_duration
 from ..machinery.gofmt import quote as go_quote
 from ..machinery.conditions import transition_time
@@ -137,9 +138,7 @@ def crash_backoff(restarts: int, longest: float | None = None, initial: float = 
     is alpha and off by default). `longest`: the node's crashLoopBackOff.maxContainerRestartPeriod
     (KEP-4603's KubeletCrashLoopBackOffMax) in place of 5 min; one under 10 s is the first step too."""
     longest = BACKOFF_MAX if longest is None else longest
-    # (the exponent stops past any cap: 2**1024 no longer converts to a float, and a container crash-looping
-    # on a 1 s maxContainerRestartPeriod restarts that often in 17 minutes)
-    return 0.0 if restarts <= 0 else min(min(initial, longest) * 2 ** min(restarts - 1, 64), longest)
+    return 0.0 if restarts <= 0 else doubling(min(initial, longest), restarts - 1, longest)
 
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
 CLAIM_RETRY_INITIAL = 1.0
