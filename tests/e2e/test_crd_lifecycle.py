@@ -110,14 +110,14 @@ def test_names_conflict_between_crds(c):
 
 
 def test_custom_resource_owning_pods_is_garbage_collected(c):
-    owner = c.kubectl_json("get", "isvc", "a")
+    owner = json.loads(c.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(isvc("owner"))).stdout)
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "a-worker", "namespace": "default", "ownerReferences": [{
-               "apiVersion": f"{GROUP}/v1", "kind": "InferenceService", "name": "a", "uid": owner["metadata"]["uid"]}]},
+           "metadata": {"name": "owner-worker", "namespace": "default", "ownerReferences": [{
+               "apiVersion": f"{GROUP}/v1", "kind": "InferenceService", "name": "owner", "uid": owner["metadata"]["uid"]}]},
            "spec": {"containers": [{"name": "c", "image": "pause"}]}}
     c.kubectl("apply", "-f", "-", input=json.dumps(pod))
-    c.kubectl("delete", "isvc", "a")
-    wait_for(lambda: c.kubectl("get", "pod", "a-worker", check=False).returncode != 0, timeout=60,
+    c.kubectl("delete", "isvc", "owner")
+    wait_for(lambda: c.kubectl("get", "pod", "owner-worker", check=False).returncode != 0, timeout=60,
              what="pod owned by the custom resource collected")
 
 
