@@ -78,8 +78,15 @@ class Cluster:
         return r
 
     def audit_events(self) -> list[dict]:
-        """The audit log's events so far; a last line the server is still writing is left out."""
-        data = (self.data_dir / "audit.log").read_bytes()
+        """The audit log's events so far, its rotated backups' (`audit-TIME.log`, oldest first by
+        name) before the live file's, so that a long session's rotation at --audit-log-maxsize
+        loses none; read again if a rotation came meanwhile. A last line the server is still
+        writing is left out."""
+        while True:
+            backups = sorted(self.data_dir.glob("audit-*.log"))
+            data = b"".join(p.read_bytes() for p in backups) + (self.data_dir / "audit.log").read_bytes()
+            if sorted(self.data_dir.glob("audit-*.log")) == backups:
+                break
         return [json.loads(line) for line in data[:data.rfind(b"\n") + 1].splitlines()]
 
     def kubectl_json(self, *args: str) -> dict:
