@@ -225,10 +225,6 @@ class CertificateSigningRequestStrategy(Strategy):
     field_selectors = {"spec.signerName": lambda o: (o.get("spec") or {}).get("signerName", "")}
     name_validator = staticmethod(lambda name: [])
 
-    def prepare_for_create(self, obj):
-        """No request is created approved: an empty status, which upstream serializes as `{}`."""
-        obj["status"] = {}
-
     def prepare_for_update(self, new, old):
         new["spec"] = copy.deepcopy(old.get("spec"))
 

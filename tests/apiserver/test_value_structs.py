@@ -13,6 +13,7 @@ from pathlib import Path
 from kubernetes import client
 
 from tests.apiserver.test_rest_managedfields import call, entries
+from tests.registry.test_certificates import csr_request
 from tests.served import served
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -99,6 +100,9 @@ async def test_a_status_a_create_may_not_set_is_reset_to_its_zero(tmp_path):
          {"currentReplicas": 0, "desiredReplicas": 0}),
         ("/apis/batch/v1/namespaces/default/jobs", {"spec": {"template": {
             "spec": {**template["spec"], "restartPolicy": "Never"}}}, "status": {"active": 1}}, {}),
+        ("/apis/certificates.k8s.io/v1/certificatesigningrequests", {"spec": {
+            "request": csr_request(), "signerName": "example.com/s", "usages": ["client auth"]},
+            "status": {"conditions": [{"type": "Approved", "status": "True"}]}}, {}),
     ]
     async with served(tmp_path) as (_, api):
         for path, body, zero in cases:
