@@ -392,14 +392,15 @@ class ProcessPodWorker(PodWorker):
         about to start is a restart, the last logged one its previous (`kubectl logs --previous`),
         and the one the status last showed running its lastState, as the kubelet reports a running
         container its runtime lost (`LOST`: the crashed run's, its runtime with it, which this run's
-        start killed)."""
+        start killed). Their crash-loop back-off starts over, as a restarted kubelet's (kept in memory)
+        does: each one's next exit restarts it at once (`PodWorker.backoff_from`)."""
         st = self.pod.get("status") or {}
         shown = {s["name"]: s for s in [*(st.get("initContainerStatuses") or ()), *(st.get("containerStatuses") or ())]}
         for c in self._all():
             logged = [int(n[:-4]) for n in os.listdir(c.log_dir) if n.endswith(".log") and n[:-4].isdigit()]
             if not logged:
                 continue
-            c.instances = c.restarts = max(logged) + 1
+            c.instances = c.restarts = self.backoff_from[c.name] = max(logged) + 1
             c.logs = [FileContainerLog(c.log_path(max(logged)), self.runtime.log_max_size, self.runtime.log_max_files)]
             status = shown.get(c.name) or {}
             state = status.get("state") or {}
