@@ -6,7 +6,8 @@ namespace (replenishment), and every resync period. Pods, services, claims,
 ResourceClaims, ConfigMaps and Secrets are watched from the start; any other
 kind gets its informer when a quota first names `count/<resource>.<group>`
 (upstream's quota monitor), from discovery read again when a `count/` names
-nothing it lists, at most once a `DISCOVERY_PERIOD`."""
+nothing it lists, at most once a `DISCOVERY_PERIOD`, and at once when a CRD that
+serves it is established."""
 
 from __future__ import annotations
 
@@ -76,12 +77,15 @@ class ResourceQuotaController(Controller):
         self.classes: Informer | None = None
         for group, version, plural in WATCHED:
             self._watch(group, version, plural)
+        self.crds = self.informer_factory.informer(
+            client.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"))
+        self.crds.add_handlers(on_add=self._crd_changed, on_update=lambda old, new: self._crd_changed(new))
         self._resync_task: asyncio.Task | None = None
         #: when discovery may be read again for a `count/` that maps to nothing (`_kinds`)
         self._discover_after = float("-inf")
 
     def informers(self):
-        return [self.quotas, *self.watched.values()]
+        return [self.quotas, self.crds, *self.watched.values()]
 
     def _watch(self, group: str, version: str, plural: str) -> Informer:
         """Replenishment as upstream's: an object going, or an update that changes what it
@@ -104,6 +108,21 @@ class ResourceQuotaController(Controller):
         informers of the objects just admitted (upstream ignores them too)."""
         if (old.get("spec") or {}) != (new.get("spec") or {}) or not (new.get("status") or {}).get("hard"):
             self._enqueue(new)
+
+    def _crd_changed(self, crd: dict) -> None:
+        """An established CRD recounts the quotas whose `count/` of its resource has no used yet, with
+        discovery read afresh for it: quota admission refuses the kind's creates while their used is
+        unknown, which upstream leaves to its next discovery Sync (30 s) and full resync (5 min)."""
+        status = crd.get("status") or {}
+        plural = (status.get("acceptedNames") or {}).get("plural")
+        if not plural or not any(c.get("type") == "Established" and c.get("status") == "True"
+                                 for c in status.get("conditions") or ()):
+            return
+        name = f"count/{plural}.{(crd.get('spec') or {}).get('group', '')}"
+        for q in self.quotas.list():
+            if name in ((q.get("spec") or {}).get("hard") or {}) and name not in ((q.get("status") or {}).get("used") or {}):
+                self._discover_after = float("-inf")
+                self._enqueue(q)
 
     def _enqueue(self, quota: dict) -> None:
         self.queue.add(f"{quota['metadata']['namespace']}/{quota['metadata']['name']}")

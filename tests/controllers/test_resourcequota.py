@@ -157,3 +157,21 @@ async def test_over_http_a_count_of_a_custom_resource_whose_crd_came_later_is_co
         await local.resource("", "v1", "resourcequotas").create(
             {"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"count/widgets.q.example.com": "5"}}})
         assert await eventually(used_is(local, {"count/widgets.q.example.com": "2"}))
+
+
+async def test_a_quota_counting_a_custom_resource_before_its_crd_is_counted_once_the_crd_is_established():
+    """A quota naming `count/widgets...` before the CRD exists has no used for it (nothing serves it), and
+    quota admission refuses the kind's creates while that is unknown: the CRD's establishment recounts
+    the quota at once, not at the next resync (300 s) or discovery period (30 s)."""
+    async with over_http(ResourceQuotaController) as (server, client):
+        local = LocalClient(server.rest)
+        await local.resource("", "v1", "resourcequotas").create(
+            {"metadata": {"name": "q", "namespace": "default"},
+             "spec": {"hard": {"count/widgets.late.example.com": "5", "count/configmaps": "9"}}})
+        assert await eventually(used_is(local, {"count/configmaps": "0"}))  # discovery read, no widgets in it
+        await serve_widgets(server, "late.example.com")
+        assert await eventually(used_is(local, {"count/configmaps": "0", "count/widgets.late.example.com": "0"}),
+                                timeout=5)
+        await local.resource("late.example.com", "v1", "widgets").create(
+            {"apiVersion": "late.example.com/v1", "kind": "Widget", "metadata": {"name": "a", "namespace": "default"}})
+        assert await eventually(used_is(local, {"count/configmaps": "0", "count/widgets.late.example.com": "1"}))
