@@ -449,19 +449,19 @@ _NULL, _BOOL = "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool"
 
 
 def unmarshal_strict(text: str | bytes, schema: Struct) -> Any:
-    """The document `text` holds, checked as yaml.UnmarshalStrict into the Go type `schema` checks
-    it: DecodeError in go-yaml's words for a syntax error, or for every field the type lacks, field
-    or key given twice and value of another kind (`yaml: unmarshal errors:` and one line each)."""
-    try:  # (its syntax errors and alias bound; then the nodes, for their lines)
-        doc, _ = load(text)
+    """The document `text` holds, decoded as yaml.UnmarshalStrict fills the Go type `schema` stands
+    for: a scalar into a string is its text (`5` is "5"), null the zero value ("" for a string);
+    DecodeError in go-yaml's words for a syntax error, or for every field the type lacks, field or
+    key given twice and value of another kind (`yaml: unmarshal errors:` and one line each)."""
+    try:  # (its syntax errors and alias bound; then the nodes, for their lines and text)
+        load(text)
     except yaml.YAMLError as e:  # go-yaml's own words, without the JSON conversion's
         raise DecodeError(str(e).removeprefix(_CONVERTING)) from None
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
         errors: list[str] = []
-        if root is not None:
-            _unmarshal(loader, root, schema, errors)
+        doc = None if root is None else _unmarshal(loader, root, schema, errors)
     finally:
         loader.dispose()
     if errors:
@@ -469,35 +469,38 @@ def unmarshal_strict(text: str | bytes, schema: Struct) -> Any:
     return doc
 
 
-def _unmarshal(loader: Any, node: yaml.Node, schema: Any, errors: list[str]) -> None:
-    if node.tag == _NULL or schema is ANY:
-        return
+def _unmarshal(loader: Any, node: yaml.Node, schema: Any, errors: list[str]) -> Any:
+    """`node` decoded into `schema`'s type, each problem appended to `errors` (its value then None)."""
+    if node.tag == _NULL:
+        return "" if schema is str else None
+    if schema is ANY:
+        return loader.construct_object(node, deep=True)
     if isinstance(schema, (dict, Map)):
         if not isinstance(node, yaml.MappingNode):
             return errors.append(_type_error(node, schema))
-        seen: set = set()
-        for key_node, value in node.value:
-            key = loader.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+        out: dict = {}
+        for key_node, value in node.value:  # (a key is its text, as go-yaml decodes it into a string)
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             line = key_node.start_mark.line + 1
             if isinstance(schema, Map):
-                if key in seen:
+                if key in out:
                     errors.append(f"line {line}: key {gofmt.quote(str(key))} already set in map")
                 else:
-                    _unmarshal(loader, value, schema.value, errors)
+                    out[key] = _unmarshal(loader, value, schema.value, errors)
             elif key not in schema:
                 errors.append(f"line {line}: field {key} not found in type {go_type(schema)}")
-            elif key in seen:
+            elif key in out:
                 errors.append(f"line {line}: field {key} already set in type {go_type(schema)}")
             else:
-                _unmarshal(loader, value, schema[key], errors)
-            seen.add(key)
-    elif isinstance(schema, list):
+                out[key] = _unmarshal(loader, value, schema[key], errors)
+        return out
+    if isinstance(schema, list):
         if not isinstance(node, yaml.SequenceNode):
             return errors.append(_type_error(node, schema))
-        for item in node.value:
-            _unmarshal(loader, item, schema[0], errors)
-    elif not isinstance(node, yaml.ScalarNode) or (schema in (bool, "bool") and node.tag != _BOOL):
-        errors.append(_type_error(node, schema))
+        return [_unmarshal(loader, item, schema[0], errors) for item in node.value]
+    if not isinstance(node, yaml.ScalarNode) or (schema in (bool, "bool") and node.tag != _BOOL):
+        return errors.append(_type_error(node, schema))
+    return node.value if schema is str else loader.construct_object(node)
 
 
 def _type_error(node: yaml.Node, schema: Any) -> str:

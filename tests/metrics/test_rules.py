@@ -109,6 +109,9 @@ def test_a_rules_file_s_decoding_errors_are_go_yamls_each_with_its_line():
     with pytest.raises(RulesError, match=r"line 1: cannot unmarshal !!str `a-very-\.\.\.` into bool$"):
         load_rules("rules: [{seriesQuery: x, metricsQuery: y, resources: {namespaced: a-very-long-value}}]")
     assert load_rules("rules: [{seriesQuery: x, metricsQuery: y, name: {as: 5}}]").custom[0].name_as == "5"
+    # what the rules' own checks read is the decoded Go value: a number's text, null a string's zero value
+    one = load_rules("rules: [{seriesQuery: 5, metricsQuery: '<<.Series>>', seriesFilters: [{is: null}]}]").custom[0]
+    assert one.series_query == "5" and one.exposed_name("up") == "up"  # (`is: ""` lets every series by)
 
 
 def test_load_source_from_flags(tmp_path):
