@@ -55,12 +55,12 @@ def _names(names: Any, path: str) -> list[FieldError]:
 def _schema_at(schema: dict[str, Any] | None, path: str) -> dict[str, Any] | None:
     """The schema node a simple JSON path (`.spec.replicas`) names, if declared."""
     node = schema
-    for step in jsonpath.compile_path(path):
-        if step[0] != "field" or not isinstance(node, dict):
+    for name in jsonpath.field_path(path) or [None]:
+        if name is None or not isinstance(node, dict):
             return None
         props = node.get("properties") or {}
-        if step[1] in props:
-            node = props[step[1]]
+        if name in props:
+            node = props[name]
         elif isinstance(node.get("additionalProperties"), dict):
             node = node["additionalProperties"]
         else:
@@ -70,10 +70,10 @@ def _schema_at(schema: dict[str, Any] | None, path: str) -> dict[str, Any] | Non
 
 def _simple_path(path: str, fld: str) -> list[FieldError]:
     try:
-        steps = jsonpath.compile_path(path)
+        fields = jsonpath.field_path(path)
     except jsonpath.JSONPathError as e:
         return [invalid(fld, path, f"is an invalid path: {e}")]
-    if any(s[0] != "field" for s in steps):
+    if fields is None:
         return [invalid(fld, path, "must be a simple json path")]
     return []
 

@@ -1,133 +1,402 @@
-"""The JSONPath subset CRDs use in `additionalPrinterColumns` and `selectableFields`.
+"""client-go's JSONPath dialect (`k8s.io/client-go/util/jsonpath`), as CRDs use it for
+`additionalPrinterColumns`, `selectableFields` and scale paths.
 
-Upstream evaluates client-go's `util/jsonpath` with missing keys allowed:
-`.spec.replicas`, `.items[0]`, `.items[*].name`, `['a.b']`, slices such as
-`.status.conditions[-1:].type`, and filters such as
-`.status.conditions[?(@.type=="Ready")].status`. A missing field, or a slice
-past the list's bounds (client-go's error), yields no result, which the table
-shows as an empty cell.
+The table convertor parses `{<jsonPath>}` with missing keys allowed and shows the first value the
+first action finds; any evaluation error leaves the cell empty. The dialect is not RFC 9535's, so no
+JSONPath library fits: `['a.b']` is re-read as `.a.b` (two fields; `\\.` escapes a dot in a field),
+`[*]` is the slice `[:]` and fails on a map while `.*` takes a map's values in key order, `[-1]`
+counts from the end, a slice past the bounds or with a step under 1 is an error, `..` yields every
+non-empty map and list, and a filter compares through Go's template rules: a literal integer
+becomes a float64, which never equals a stored integer (an int64), and comparisons of unlike kinds
+are quietly false. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
-_TOKEN = re.compile(
-    r"""\.(?P<field>[A-Za-z0-9_\-$]+)
-      | \[(?P<quoted>'[^']*'|"[^"]*")\]
-      | \[\?\(@\.(?P<fpath>[A-Za-z0-9_.\-]+)\s*(?P<op>==|!=)\s*(?P<fval>'[^']*'|"[^"]*"|[^)\s]+)\s*\)\]
-      | \[(?P<index>-?\d+|\*)\]
-      | \[(?P<start>-?\d*):(?P<end>-?\d*)(?::(?P<step>-?\d*))?\]
-      | \.\.(?P<recursive>[A-Za-z0-9_\-]+)
-    """,
-    re.VERBOSE,
-)
+_SLICE = re.compile(r"(-?[0-9]*)(:-?[0-9]*)?(:-?[0-9]*)?")
+_DICT_KEY = re.compile(r"'([^']*)'")
+_FILTER = re.compile(r"([^!<>=]+)([!<>=]+)(.+)")
+_TERMINATORS = frozenset(" \t\r\n.,[]$@{}")
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+            "\\": "\\", "'": "'", '"': '"'}
 
 
 class JSONPathError(ValueError):
-    pass
+    """The path does not parse (the table then drops this column and the ones after it)."""
+
+
+class _Fail(Exception):
+    """An evaluation error; `partial` is what the failing step hands back, which a filter's
+    left side still uses (upstream ignores that side's errors when missing keys are allowed)."""
+
+    def __init__(self, partial: list[Any]):
+        self.partial = partial
+
+
+class _Int(int):
+    """An integer written in the path: Go's `int`, which a filter compares as a float64."""
+
+
+def _alnum(c: str) -> bool:
+    return c == "_" or c.isalpha() or c.isdecimal()
+
+
+def _unquote(lit: str) -> str:
+    """strconv.Unquote extended to single quotes: the common escapes and \\x, \\u, \\U."""
+    body, quote, out, i = lit[1:-1], lit[0], [], 0
+    while i < len(body):
+        c = body[i]
+        if c == quote:
+            raise JSONPathError(f"unquote string {lit} error invalid syntax")
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        e = body[i + 1:i + 2]
+        if e in _ESCAPES:
+            out.append(_ESCAPES[e])
+            i += 2
+            continue
+        width = {"x": 2, "u": 4, "U": 8}.get(e)
+        digits = body[i + 2:i + 2 + width] if width else ""
+        if not width or len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
+            raise JSONPathError(f"unquote string {lit} error invalid syntax")
+        out.append(chr(int(digits, 16)))
+        i += 2 + width
+    return "".join(out)
+
+
+def _action_nodes(text: str) -> tuple:
+    """parseAction: `text` read as the inside of one `{...}`."""
+    return _parse("{" + text + "}")[0][1]
+
+
+def _scan_field(s: str, pos: int, nodes: list) -> int:
+    i = pos
+    while i < len(s) and s[i] not in _TERMINATORS:
+        i += 2 if s[i] == "\\" else 1
+    i = min(i, len(s))
+    value = s[pos:i]
+    nodes.append(("wildcard",) if value == "*" else ("field", value.replace("\\", "")))
+    return i
+
+
+def _scan_array(s: str, pos: int, nodes: list) -> int:
+    end = pos
+    while end < len(s) and s[end] not in "]\n":
+        end += 1
+    if end >= len(s) or s[end] == "\n":
+        raise JSONPathError("unterminated array")
+    text = s[pos:end]
+    if text == "*":
+        text = ":"
+    parts = text.split(",")
+    if len(parts) > 1:
+        nodes.append(("union", tuple(_action_nodes(f"[{p.strip(' ')}]") for p in parts)))
+        return end + 1
+    if m := _DICT_KEY.fullmatch(text):
+        nodes.extend(_action_nodes("." + m.group(1)))
+        return end + 1
+    m = _SLICE.fullmatch(text)
+    if not m:
+        raise JSONPathError(f"invalid array index {text}")
+
+    def number(t: str) -> int:
+        try:
+            return int(t)
+        except ValueError:
+            raise JSONPathError(f"array index {t} is not a number") from None
+    start = number(m.group(1)) if m.group(1) else None
+    if m.group(2):  # an explicit end; `[i]` alone ends at i+1, counted from the end when that is 0
+        stop, derived = (number(m.group(2)[1:]) if m.group(2) != ":" else None), False
+    else:
+        stop, derived = (start or 0) + 1, True
+    step = number(m.group(3)[1:]) if m.group(3) and m.group(3) != ":" else None
+    nodes.append(("array", start, stop, derived, step))
+    return end + 1
+
+
+def _scan_filter(s: str, pos: int, nodes: list) -> int:
+    i, begin, end, pair = pos, False, False, ""
+    while True:
+        if i >= len(s) or s[i] == "\n":
+            raise JSONPathError("unterminated filter")
+        r = s[i]
+        i += 1
+        if r in "\"'":
+            if not begin:
+                begin, pair = True, r
+            elif s[i - 2] != "\\" and r == pair:
+                end = True
+        elif r == ")" and begin == end:
+            break
+    if s[i:i + 1] != "]":
+        raise JSONPathError("unclosed array expect ]")
+    text = s[pos:i - 1]
+    if m := _FILTER.fullmatch(text):
+        nodes.append(("filter", _action_nodes(m.group(1)), _action_nodes(m.group(3)), m.group(2)))
+    else:
+        nodes.append(("filter", _action_nodes(text), (), "exists"))
+    return i + 1
+
+
+def _scan_action(s: str, pos: int) -> tuple[tuple, int]:
+    """The nodes of one `{...}` whose inside starts at `pos`, and the position after its `}`."""
+    nodes: list[tuple] = []
+    while True:
+        if s.startswith("}", pos):
+            return tuple(nodes), pos + 1
+        if s.startswith("[?(", pos):
+            pos = _scan_filter(s, pos + 3, nodes)
+            continue
+        if s.startswith("..", pos):
+            if nodes and nodes[-1][0] == "recursive":
+                raise JSONPathError("invalid multiple recursive descent")
+            nodes.append(("recursive",))
+            pos += 2
+            if pos < len(s) and _alnum(s[pos]):
+                pos = _scan_field(s, pos, nodes)
+            continue
+        if pos >= len(s) or s[pos] in "\r\n":
+            raise JSONPathError("unclosed action")
+        r = s[pos]
+        pos += 1
+        if r in " @$":
+            continue
+        if r == "[":
+            pos = _scan_array(s, pos, nodes)
+        elif r == ".":
+            pos = _scan_field(s, pos, nodes)
+        elif r in "\"'":
+            end = pos
+            while end < len(s) and s[end] != "\n" and (s[end] != r or s[end - 1] == "\\"):
+                end += 1
+            if end >= len(s) or s[end] == "\n":
+                raise JSONPathError("unterminated quoted string")
+            nodes.append(("text", _unquote(s[pos - 1:end + 1])))
+            pos = end + 1
+        elif r in "+-" or r.isdecimal():
+            end = pos
+            while end < len(s) and (s[end] == "." or s[end].isdecimal()):
+                end += 1
+            nodes.append(_number(s[pos - 1:end]))
+            pos = end
+        elif _alnum(r):
+            end = pos
+            while end < len(s) and s[end] not in _TERMINATORS:
+                end += 1
+            word = s[pos - 1:end]
+            nodes.append(("bool", word == "true") if word in ("true", "false") else ("ident", word))
+            pos = end
+        else:
+            raise JSONPathError(f"unrecognized character in action: U+{ord(r):04X} {r!r}")
+
+
+def _number(t: str) -> tuple:
+    try:
+        return ("int", _Int(t))
+    except ValueError:
+        pass
+    try:
+        return ("float", float(t))
+    except ValueError:
+        raise JSONPathError(f"cannot parse number {t}") from None
+
+
+def _parse(text: str) -> tuple[tuple, ...]:
+    """A template: text outside braces, and each `{...}` an action (its nodes)."""
+    root: list[tuple] = []
+    pos = 0
+    while (brace := text.find("{", pos)) >= 0:
+        if brace > pos:
+            root.append(("text", text[pos:brace]))
+        nodes, pos = _scan_action(text, brace + 1)
+        root.append(("list", nodes))
+    if pos < len(text):
+        root.append(("text", text[pos:]))
+    return tuple(root)
+
+
+class Path:
+    """A parsed path: its nodes (one per action or text between them) and their functions."""
+
+    __slots__ = ("nodes", "steps")
+
+    def __init__(self, nodes: tuple[tuple, ...]):
+        self.nodes = nodes
+        self.steps = tuple(_step(n) for n in nodes)
 
 
 @functools.lru_cache(maxsize=1024)
-def compile_path(expr: str) -> tuple[tuple, ...]:
-    """Parse `.a.b[0]` (braces `{...}` allowed) into steps; raises JSONPathError."""
-    s = expr.strip()
-    if s.startswith("{") and s.endswith("}"):
-        s = s[1:-1]
-    if s.startswith("$"):
-        s = s[1:]
-    if not s.startswith((".", "[")):
-        raise JSONPathError(f"unrecognized character in action: {s[:1]!r}")
-    steps: list[tuple] = []
-    pos = 0
-    while pos < len(s):
-        m = _TOKEN.match(s, pos)
-        if not m or m.end() == pos:
-            raise JSONPathError(f"unrecognized character in action: {s[pos:pos + 1]!r}")
-        if m.group("field") is not None:
-            steps.append(("field", m.group("field")))
-        elif m.group("quoted") is not None:
-            steps.append(("field", m.group("quoted")[1:-1]))
-        elif m.group("fpath") is not None:
-            val = m.group("fval")
-            if val[:1] in "'\"":
-                val = val[1:-1]
-            else:
-                try:
-                    val = int(val)
-                except ValueError:
-                    val = {"true": True, "false": False}.get(val, val)
-            steps.append(("filter", tuple(m.group("fpath").split(".")), m.group("op"), val))
-        elif m.group("index") is not None:
-            idx = m.group("index")
-            steps.append(("all",) if idx == "*" else ("index", int(idx)))
-        elif m.group("end") is not None:
-            steps.append(("slice", *(int(m.group(g)) if m.group(g) else None for g in ("start", "end", "step"))))
-        else:
-            steps.append(("recursive", m.group("recursive")))
-        pos = m.end()
-    return tuple(steps)
+def compile_path(expr: str) -> Path:
+    """A column's path as the table convertor parses it, `{<expr>}`; raises JSONPathError."""
+    return Path(_parse("{" + expr + "}"))
 
 
-def _descend(v: Any, name: str) -> list[Any]:
-    out = []
+def field_path(expr: str) -> list[str] | None:
+    """The field names of a path made of fields only (`.spec.replicas`), else None;
+    raises JSONPathError when it does not parse."""
+    nodes = compile_path(expr).nodes
+    if len(nodes) != 1 or any(n[0] != "field" for n in nodes[0][1]):
+        return None
+    return [n[1] for n in nodes[0][1]]
+
+
+def _children(v: Any) -> list[Any] | None:
     if isinstance(v, dict):
-        if name in v:
-            out.append(v[name])
-        for x in v.values():
-            out.extend(_descend(x, name))
-    elif isinstance(v, list):
-        for x in v:
-            out.extend(_descend(x, name))
+        return [v[k] for k in sorted(v)]
+    if isinstance(v, list):
+        return v
+    return None
+
+
+def _kind(v: Any) -> str | None:
+    """template's basicKind, after evalOperator turns a path's integer into a float64."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, _Int) or isinstance(v, float):
+        return "float"
+    if isinstance(v, int):
+        return "int"
+    return "string" if isinstance(v, str) else None
+
+
+def _passes(op: str, left: Any, right: Any) -> bool:
+    if op not in ("==", "!=", "<", ">", "<=", ">="):
+        raise ValueError(op)
+    kind = _kind(left)
+    if kind is None or kind != _kind(right):
+        return False  # invalid or incompatible types: ignored, as no match
+    if op in ("==", "!="):
+        return (left == right) == (op == "==")
+    if kind == "bool":
+        return False
+    return {"<": left < right, ">": left > right, "<=": left <= right, ">=": left >= right}[op]
+
+
+def _array(cur: list[Any], start: int | None, stop: int | None, derived: bool, step: int | None) -> list[Any]:
+    out: list[Any] = []
+    for v in cur:
+        if v is None:
+            continue
+        if not isinstance(v, list):
+            raise _Fail(cur)
+        n = len(v)
+        lo = start or 0
+        lo += n if lo < 0 else 0
+        hi = n if stop is None else stop
+        hi += n if hi < 0 or (hi == 0 and derived) else 0
+        if lo == hi:  # no elements asked for: what was found so far, the other inputs unread
+            return out
+        if not (0 <= lo < n and 0 <= hi <= n and lo <= hi) or (step is not None and step <= 0):
+            raise _Fail(cur)
+        out.extend(v[lo:hi:step or 1])
     return out
 
 
-def _slice(v: list, start: int | None, end: int | None, step: int | None) -> list:
-    """client-go's array slice: negative bounds count from the end; a slice of no elements is empty,
-    one past the bounds (or a step under 1) is its error, here no result."""
-    n = len(v)
-    start = 0 if start is None else start + n if start < 0 else start
-    end = n if end is None else end + n if end < 0 else end
-    if start == end:
-        return []
-    if not (0 <= start < n and 0 <= end <= n and start <= end) or (step is not None and step <= 0):
-        return []
-    return v[start:end:step or 1]
+def _filter(cur: list[Any], left: tuple, right: tuple, op: str) -> list[Any]:
+    out: list[Any] = []
+    for v in cur:
+        items = _children(v)
+        for item in [v] if items is None else items:
+            try:
+                lefts = _run([item], left)
+            except _Fail as e:
+                lefts = e.partial
+            try:
+                rights = _run([item], right)
+            except _Fail:
+                raise _Fail(cur) from None
+            if not lefts:
+                continue
+            if len(lefts) > 1:
+                raise _Fail(cur)
+            if op == "exists":
+                out.append(item)
+                continue
+            if not rights:
+                continue
+            if len(rights) > 1:
+                raise _Fail(cur)
+            try:
+                if _passes(op, lefts[0], rights[0]):
+                    out.append(item)
+            except ValueError:
+                raise _Fail(out) from None
+    return out
 
 
-def find(obj: Any, expr: str | tuple) -> list[Any]:
-    """Every value the path selects in `obj` (empty when it selects nothing)."""
-    steps = compile_path(expr) if isinstance(expr, str) else expr
-    cur = [obj]
+def _recursive(cur: list[Any]) -> list[Any]:
+    """Every non-empty map and list at or under `cur`, depth first, maps in key order."""
+    found, stack = [], list(reversed(cur))
+    while stack:
+        v = stack.pop()
+        if kids := _children(v):
+            found.append(v)
+            stack.extend(reversed(kids))
+    return found
+
+
+def _step(node: tuple) -> Callable[[list[Any]], list[Any]]:
+    """One node as a function from the values before it to the values after it; raises _Fail."""
+    kind = node[0]
+    if kind == "field":
+        name = node[1]
+        return lambda cur: [v[name] for v in cur if isinstance(v, dict) and name in v]
+    if kind == "array":
+        return lambda cur: _array(cur, *node[1:])
+    if kind == "filter":
+        left, right = _steps(node[1]), _steps(node[2])
+        return lambda cur: _filter(cur, left, right, node[3])
+    if kind == "wildcard":
+        return lambda cur: [x for v in cur for x in _children(v) or ()]
+    if kind == "recursive":
+        return _recursive
+    if kind == "union":
+        branches = [_steps(b) for b in node[1]]
+        return lambda cur: [x for b in branches for x in _union_branch(cur, b)]
+    if kind == "text":
+        return lambda cur: [node[1]]
+    if kind in ("int", "float", "bool"):
+        return lambda cur: [node[1]] * len(cur)
+    if kind == "list":
+        steps = _steps(node[1])
+        return lambda cur: _run(cur, steps)
+
+    def unknown(cur: list[Any]) -> list[Any]:  # range/end belong to kubectl's templates; others are unknown
+        raise _Fail(cur)
+    return unknown
+
+
+def _steps(nodes: tuple) -> tuple:
+    return tuple(_step(n) for n in nodes)
+
+
+def _run(cur: list[Any], steps: tuple) -> list[Any]:
     for step in steps:
-        nxt: list[Any] = []
-        kind = step[0]
-        for v in cur:
-            if kind == "field":
-                if isinstance(v, dict) and step[1] in v:
-                    nxt.append(v[step[1]])
-            elif kind == "index":
-                if isinstance(v, list) and -len(v) <= step[1] < len(v):
-                    nxt.append(v[step[1]])
-            elif kind == "slice":
-                if isinstance(v, list):
-                    nxt.extend(_slice(v, *step[1:]))
-            elif kind == "all":
-                if isinstance(v, list):
-                    nxt.extend(v)
-                elif isinstance(v, dict):
-                    nxt.extend(v.values())
-            elif kind == "filter":
-                if isinstance(v, list):
-                    for item in v:
-                        got: Any = item
-                        for part in step[1]:
-                            got = got.get(part) if isinstance(got, dict) else None
-                        if (got == step[3]) == (step[2] == "=="):
-                            nxt.append(item)
-            else:
-                nxt.extend(_descend(v, step[1]))
-        cur = nxt
+        cur = step(cur)
     return cur
+
+
+def _union_branch(cur: list[Any], steps: tuple) -> list[Any]:
+    """A union's branch: its error fails the union, handing back the union's input."""
+    try:
+        return _run(cur, steps)
+    except _Fail:
+        raise _Fail(cur) from None
+
+
+def find(obj: Any, expr: str | Path) -> list[Any]:
+    """What the first action selects in `obj`: empty when it selects nothing or any action fails
+    (the table convertor's empty cell)."""
+    path = compile_path(expr) if isinstance(expr, str) else expr
+    try:
+        results = [step([obj]) for step in path.steps]
+    except _Fail:
+        return []
+    return results[0] if results else []

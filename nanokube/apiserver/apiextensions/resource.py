@@ -57,7 +57,11 @@ def deprecation_warning(crd: Obj, v: dict[str, Any]) -> str:
     return msg
 
 
-def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
+_GO_JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                  "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _cell(path: jsonpath.Path, typ: str) -> Callable[[Obj], Any]:
     """A column's cell as upstream's table convertor makes it: the first value the path finds
     (one of `[*]`'s many), kept only when it is of the column's type (cellForJSONValue: an
     integer column truncates a number, a number column takes an integer; anything else is
@@ -72,8 +76,8 @@ def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
             return "<no value>" if typ == "string" else None
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if typ == "string":
-            if isinstance(v, (dict, list)):
-                return orjson.dumps(v).decode()
+            if isinstance(v, (dict, list)):  # json.Marshal: keys sorted, HTML characters escaped
+                return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode().translate(_GO_JSON_ESCAPES)
             if isinstance(v, bool):
                 return "true" if v else "false"
             return v if isinstance(v, str) else str(v) if isinstance(v, int) else gofmt.format_float(v)
@@ -111,7 +115,7 @@ def printer_columns(version: dict[str, Any]) -> list[Column]:
     return cols
 
 
-def _selector(path: tuple) -> Callable[[Obj], Any]:
+def _selector(path: jsonpath.Path) -> Callable[[Obj], Any]:
     def fn(obj: Obj) -> Any:
         found = jsonpath.find(obj, path)
         return found[0] if found else ""

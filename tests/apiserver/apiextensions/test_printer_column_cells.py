@@ -86,15 +86,28 @@ async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
         assert cells == ["http", '["a","b"]', "3", "", "2", "", ""]
 
 
-async def test_a_slice_column_is_served_and_columns_stop_at_one_the_table_cannot_parse(tmp_path):
+# client-go JSONPath cases fuzz64 found cut short, with the cell upstream's table convertor shows
+DIALECT = [("Last", ".spec.ports[-1:].name", "https"), ("First", ".spec.ports[-2].name", "http"),
+           ("Ready", '.status.conditions[?(@.type=="Ready")].status', "True"),
+           ("Odd", ".spec.ports[?(@.weight)].name", "https"),
+           ("Big", ".spec.ports[?(@.weight > 0.5)].name", "https"),
+           ("Int", ".spec.ports[?(@.port==80)].name", None),  # a path's 80 is a float64, the stored one an int64
+           ("App", ".metadata.labels.app\\.kubernetes\\.io/name", "web"),
+           ("Dotted", ".metadata.labels['app.kubernetes.io/name']", None),  # read as .app.kubernetes.io/name
+           ("Deep", "..port", "80"), ("Union", ".spec.ports[1,0].name", "https"), ("Step", ".spec.ports[1::2].name", "https"),
+           ("Map", ".spec.tags[*]", None), ("Values", ".spec.tags.*", "1"), ("Past", ".spec.ports[2].name", None),
+           ("Obj", ".spec.ports[0]", '{"name":"http","port":80,"x":"\\u003cb\\u003e"}')]
+
+
+async def test_client_go_jsonpath_columns_and_columns_stop_at_one_the_table_cannot_parse(tmp_path):
     """validateSimpleJSONPath asks only for a leading '.', so a CRD whose column the table's JSONPath cannot
-    parse is stored, and tableconvertor.New serves the columns before it; a slice (`[-1:]`, as operators
-    print their last condition) is client-go JSONPath. Both CRDs were refused with a 422 ("is an invalid
-    path: unrecognized character in action: '['", found by fuzz64's printer-column probes), and a path
-    that does not start with '.' is refused at upstream's field name, JSONPath."""
-    columns = [{"name": "Last", "type": "string", "jsonPath": ".spec.ports[-1:].name"},
-               {"name": "Odd", "type": "string", "jsonPath": ".spec.ports[?(@.name)].name"},
-               {"name": "After", "type": "string", "jsonPath": ".spec.count"}]
+    parse is stored, and tableconvertor.New serves the columns before it. The columns before it are client-go
+    JSONPath (DIALECT): filters, escaped dots, recursive descent, unions, negative indexes and steps; one that
+    fails to evaluate is an empty cell. A path that does not start with '.' is refused at upstream's field
+    name, JSONPath."""
+    columns = [{"name": n, "type": "string", "jsonPath": p} for n, p, _ in DIALECT]
+    columns += [{"name": "Bad", "type": "string", "jsonPath": ".spec.ports[x]"},
+                {"name": "After", "type": "string", "jsonPath": ".spec.count"}]
     async with served(tmp_path) as (_, c):
         bad = crd()
         bad["spec"]["versions"][0]["additionalPrinterColumns"] = [{"name": "X", "type": "string", "jsonPath": "{.spec.count}"}]
@@ -105,11 +118,16 @@ async def test_a_slice_column_is_served_and_columns_stop_at_one_the_table_cannot
             "message": 'Invalid value: "{.spec.count}": must be a simple json path starting with .'}])
         good = crd()
         good["spec"]["versions"][0]["additionalPrinterColumns"] = columns
+        good["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = {
+            "type": "object", "x-kubernetes-preserve-unknown-fields": True}
         await call(c, "POST", CRDS, good)
         things = f"/apis/{GROUP}/v1/namespaces/default/things"
-        body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"},
-                "spec": {"ports": [{"name": "http"}, {"name": "https"}], "count": 3}}
+        body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing",
+                "metadata": {"name": "t", "labels": {"app.kubernetes.io/name": "web"}},
+                "spec": {"ports": [{"name": "http", "port": 80, "x": "<b>"}, {"name": "https", "port": 443, "weight": 1.5}],
+                         "tags": {"b": 2, "a": 1}, "count": 3},
+                "status": {"conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]}}
         await _create_once_served(c, things, body)
         table = await _table(c, f"{things}/t")
-        assert [d["name"] for d in table["columnDefinitions"]] == ["Name", "Last"]
-        assert table["rows"][0]["cells"] == ["t", "https"]
+        assert [d["name"] for d in table["columnDefinitions"]] == ["Name"] + [n for n, _, _ in DIALECT]
+        assert table["rows"][0]["cells"] == ["t"] + [cell for _, _, cell in DIALECT]

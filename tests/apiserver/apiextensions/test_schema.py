@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from nanokube.apiserver.apiextensions import defaulting, jsonpath, validator
 
 SCHEMA = {"type": "object", "properties": {
@@ -88,14 +90,59 @@ def test_pruning_reports_paths_and_keeps_preserved_and_embedded_fields():
     assert obj["spec"]["template"]["spec"] == {"x": 1}
 
 
-def test_jsonpath_for_printer_columns():
-    obj = {"status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Done", "status": "False"}]},
-           "spec": {"items": [{"n": 1}, {"n": 2}], "a.b": 5}}
-    assert jsonpath.find(obj, '.status.conditions[?(@.type=="Ready")].status') == ["True"]
-    assert jsonpath.find(obj, ".spec.items[*].n") == [1, 2]
-    assert jsonpath.find(obj, ".spec.items[1].n") == [2]
-    assert jsonpath.find(obj, ".spec['a.b']") == [5]
-    assert jsonpath.find(obj, ".spec.missing") == []
+OBJ = {"metadata": {"annotations": {"kubernetes.io/name": "web"}},
+       "spec": {"items": [{"n": 1, "name": "a"}, {"n": 2.5, "name": "b"}, {"name": "c"}], "a.b": 5, "a": {"b": 6},
+                "m": {"z": {"name": "zz"}, "y": {"name": "yy"}}, "null": None},
+       "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Done", "status": "False"}]}}
+
+
+@pytest.mark.parametrize("path, want", [
+    ('.status.conditions[?(@.type=="Ready")].status', ["True"]),
+    (".status.conditions[?(@.type!='Ready')].status", ["False"]),
+    ('.status.conditions[?(@.type < "Q")].type', ["Done"]),
+    (".spec.items[?(@.n)].name", ["a", "b"]),                 # existence
+    (".spec.items[?(@.n==1)].name", []),                      # 1 is Go's int, made float64; a stored 1 is an int64
+    (".spec.items[?(@.n>=2.5)].name", ["b"]),                 # floats compare
+    (".spec.items[?(@.n>'0')].name", []),                     # unlike kinds: quietly no match
+    (".spec.m[?(@.name)].name", ["yy", "zz"]),                # a filter over a map takes its values by key
+    (".metadata.annotations.kubernetes\\.io/name", ["web"]),  # an escaped dot
+    (".metadata.annotations['kubernetes.io/name']", []),      # ['a.b'] is re-read as .a.b
+    (".spec['a.b']", [6]),
+    (".spec['a\\.b']", [5]),
+    ("..name", ["a", "b", "c", "yy", "zz"]),                  # maps in key order
+    (".spec.items[0,2].name", ["a", "c"]),
+    (".spec.items['x',0].name", ["a"]),
+    (".spec.items[-1].name", ["c"]),
+    (".spec.items[-2:].name", ["b", "c"]),
+    (".spec.items[::2].name", ["a", "c"]),
+    (".spec.items[*].name", ["a", "b", "c"]),
+    (".spec.m.*.name", ["yy", "zz"]),
+    (".spec.m[*]", []),                                       # [*] is [:], which fails on a map
+    (".spec.items[3]", []),                                   # out of bounds: an error, an empty cell
+    (".spec.items[-4]", []),
+    (".spec.items[::0]", []),
+    (".spec.items[2:1]", []),
+    (".spec.items[1:1]", []),
+    (".spec.null[0]", []),
+    ("$.spec.a.b", [6]),
+    (".spec.missing", []),
+])
+def test_jsonpath_is_client_gos(path, want):
+    assert jsonpath.find(OBJ, path) == want
+
+
+@pytest.mark.parametrize("path, why", [
+    (".a[", "unterminated array"), (".a[x]", "invalid array index x"), (".a[?(@.b", "unterminated filter"),
+    (".a[?(@.b)", "unclosed array expect ]"), (".a..b....c", "invalid multiple recursive descent"),
+    (".a[-]", "array index - is not a number"), (".a 'b", "unterminated quoted string"), (".a#", None),
+])
+def test_jsonpath_parse_errors(path, why):
+    if why is None:  # anything but a terminator belongs to a field name
+        assert jsonpath.field_path(path) == ["a#"]
+        return
+    with pytest.raises(jsonpath.JSONPathError) as e:
+        jsonpath.compile_path(path)
+    assert str(e.value) == why
 
 
 def test_lacks_defaults_says_whether_defaulting_would_change_an_object():
