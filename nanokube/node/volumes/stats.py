@@ -161,15 +161,18 @@ def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage
         return LocalUsage()
     hosts = worker.etc_hosts()
     tmpfs = tmpfs_usage(mgr, worker, pod)
-    dirs = {name: tree_usage(worker.empty_dir(name)) for name in in_memory_volumes(mgr, pod) if name not in tmpfs}
-    layers = {name: writable_layer(worker.container_root(name)) for name in containers}
-    logs = {name: worker.log_sizes(name) for name in containers}
-    inodes = sum(n for _, n in dirs.values()) + sum(n for _, n in layers.values()) + \
-        sum(map(len, logs.values())) + (hosts is not None)
-    return LocalUsage({name: used for name, (used, _) in dirs.items()},
-                      {name: used for name, (used, _) in layers.items()},
-                      {name: sum(_blocks(size) for size in sizes) for name, sizes in logs.items()},
-                      0 if hosts is None else _blocks(len(hosts)), tmpfs, inodes)
+    # (one loop each, no intermediate dicts: the eviction manager runs this for every pod at each pass)
+    empty_dirs, rootfs, logs, inodes = {}, {}, {}, int(hosts is not None)
+    for name in in_memory_volumes(mgr, pod):
+        if name not in tmpfs:
+            empty_dirs[name], files = tree_usage(worker.empty_dir(name))
+            inodes += files
+    for name in containers:
+        rootfs[name], files = writable_layer(worker.container_root(name))
+        sizes = worker.log_sizes(name)
+        logs[name] = sum(map(_blocks, sizes))
+        inodes += files + len(sizes)
+    return LocalUsage(empty_dirs, rootfs, logs, 0 if hosts is None else _blocks(len(hosts)), tmpfs, inodes)
 
 
 def tmpfs_usage(mgr: VolumeManager, worker, pod: dict) -> dict[str, int]:
