@@ -23,6 +23,11 @@ def run(src, self=None):
     ("'abc 123 def 456'.find('[0-9]+')", "123"),
     ("'abc 123 def 456'.findAll('[0-9]+')", ["123", "456"]),
     ("'abc 123 def 456'.findAll('[0-9]+', 1)", ["123"]),
+    # Go's FindAllString: no empty match right after a match; an empty match steps on a rune, not a byte
+    ("'abc'.findAll('a*')", ["a", "", ""]),
+    ("'aé'.findAll('')", ["", "", ""]),
+    ("'aéb😀'.findAll('[^ab]')", ["é", "😀"]),
+    ("'ééé'.findAll('é', 2)", ["é", "é"]),
     # urls
     ("url('https://user@example.com:8443/a%20b?x=1&x=2').getHost()", "example.com:8443"),
     ("url('https://example.com:8443/').getHostname()", "example.com"),

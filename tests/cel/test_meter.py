@@ -164,6 +164,17 @@ def test_functions_that_build_or_compare_lists_cost_what_upstream_charges(src, c
     assert ENV.compile(src).max_cost == cost
 
 
+def test_find_all_is_priced_on_the_text_and_the_pattern():
+    """cel-go's runtime price of findAll: a tenth of the text's length plus one, times a quarter of the
+    pattern's; every character of 100,000 found is 10,001, a hundredth of the per-call limit."""
+    program = ENV.compile("x.t.findAll('.')").metered()
+    meter = Meter(program.base, program.per_iteration, 10**12)
+    CONTEXT.add_variable("x", {"t": "é" * 100_000})
+    with running(meter):
+        found = program.program.execute(CONTEXT)
+    assert found == ["é"] * 100_000 and meter.calls == 10_001
+
+
 def test_contains_is_priced_on_both_strings():
     """cel-go charges the product of a tenth of each: 1,000 tests for a 1,000-character part of a
     1,000,000-character value are 10^7, not 10^5."""

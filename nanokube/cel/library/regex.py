@@ -4,10 +4,17 @@ pattern hold the server's event loop."""
 
 from __future__ import annotations
 
+import re2
+
 from ...machinery import regex
 from ..errors import CELError
 from ..types import INT, STRING, list_of
 from .overload import Overload
+
+
+_UNANCHORED = re2._Anchor.UNANCHORED
+#: a UTF-8 sequence's length by its first byte's high four bits (the text is valid UTF-8: regex.utf8)
+_RUNE_WIDTH = (1,) * 12 + (2, 2, 3, 4)
 
 
 def _compile(pattern: str):
@@ -23,18 +30,29 @@ def _find(s: str, pattern: str) -> str:
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    """Go's FindAllString: an empty match right after the previous match is skipped. The text is searched as
-    str so that the binding steps past an empty match by a character, as Go steps by a rune."""
+    """Go's FindAllString, on the text's UTF-8 as Go runs it: leftmost-first matches left to right; after an
+    empty match the search moves one rune on, and an empty match where the previous match ended is skipped.
+    It drives google-re2's RE2 object itself: the package's match iterator spends ~10 us of Python a match,
+    which made `'.'` over a 100 KB string (upstream's cost: 10,001 of the 1,000,000 a call may spend) take
+    seconds."""
     if limit == 0:
         return []
-    found, prev_end = [], -1
-    for m in _compile(pattern).finditer(regex.utf8(s).decode()):
-        start, end = m.span()
-        if not (start == end == prev_end):
-            found.append(m.group())
+    text, found = regex.utf8(s), []
+    match, end, pos, prev_end = _compile(pattern)._regexp.Match, len(text), 0, -1
+    while pos <= end:
+        start, stop = match(_UNANCHORED, text, pos, end)[0]
+        if start < 0:
+            break
+        if stop == pos:  # an empty match: kept unless right after the previous one; then one rune on
+            keep = start != prev_end
+            pos += 1 if pos == end else _RUNE_WIDTH[text[pos] >> 4]
+        else:
+            keep, pos = True, stop
+        prev_end = stop
+        if keep:
+            found.append(text[start:stop].decode())
             if len(found) == limit:
                 break
-        prev_end = end
     return found
 
 
