@@ -14,6 +14,7 @@ are quietly false. The `range`/`end` keywords of kubectl's templates fail here (
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -266,17 +267,18 @@ def _kind(v: Any) -> str | None:
     return "string" if isinstance(v, str) else None
 
 
+_OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt, "<=": operator.le,
+              ">=": operator.ge}
+
+
 def _passes(op: str, left: Any, right: Any) -> bool:
-    if op not in ("==", "!=", "<", ">", "<=", ">="):
+    compare = _OPERATORS.get(op)
+    if compare is None:
         raise ValueError(op)
     kind = _kind(left)
-    if kind is None or kind != _kind(right):
+    if kind is None or kind != _kind(right) or (kind == "bool" and op not in ("==", "!=")):
         return False  # invalid or incompatible types: ignored, as no match
-    if op in ("==", "!="):
-        return (left == right) == (op == "==")
-    if kind == "bool":
-        return False
-    return {"<": left < right, ">": left > right, "<=": left <= right, ">=": left >= right}[op]
+    return compare(left, right)
 
 
 def _array(cur: list[Any], start: int | None, stop: int | None, derived: bool, step: int | None) -> list[Any]:
@@ -349,7 +351,8 @@ def _step(node: tuple) -> Callable[[list[Any]], list[Any]]:
         name = node[1]
         return lambda cur: [v[name] for v in cur if isinstance(v, dict) and name in v]
     if kind == "array":
-        return lambda cur: _array(cur, *node[1:])
+        start, stop, derived, step = node[1:]
+        return lambda cur: _array(cur, start, stop, derived, step)
     if kind == "filter":
         left, right = _steps(node[1]), _steps(node[2])
         return lambda cur: _filter(cur, left, right, node[3])
