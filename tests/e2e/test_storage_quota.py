@@ -32,6 +32,7 @@ apiVersion: v1
 kind: Pod
 metadata: {{name: {name}}}
 spec:
+  terminationGracePeriodSeconds: 1  # `sleep` as PID 1 ignores SIGTERM: a delete waited the default 30 s
   containers:
   - name: main
     image: busybox
