@@ -41,9 +41,9 @@ def _evict(api: k8s.CoreV1Api, name: str) -> None:
 
 
 def test_a_budget_allows_one_eviction_then_refuses(cluster):
-    for i in range(3):
+    for i in range(3):  # `sleep` as PID 1 ignores SIGTERM: the evicted pod went after the default 30 s grace
         cluster.kubectl("run", f"guarded-{i}", "--image=busybox:1.36", "--labels=app=guarded",
-                        "--", "sleep", "infinity")
+                        "--overrides", '{"spec": {"terminationGracePeriodSeconds": 1}}', "--", "sleep", "infinity")
     cluster.kubectl("create", "-f", "-", input=_pdb("guarded", "guarded", minAvailable=2))
     st = wait_for(lambda: (s := _status(cluster, "guarded")).get("currentHealthy") == 3 and s)
     assert (st["expectedPods"], st["desiredHealthy"], st["disruptionsAllowed"], st["observedGeneration"]) == (3, 2, 1, 1)
