@@ -15,6 +15,8 @@ from tests.e2e.conftest import wait_for
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "trainer", "namespace": "default"},
        "spec": {"serviceName": "trainer", "replicas": 1, "selector": {"matchLabels": {"app": "trainer"}},
                 "template": {"metadata": {"labels": {"app": "trainer"}}, "spec": {
+                    # `sleep` as PID 1 ignores SIGTERM: the replacement came after the default 30 s grace
+                    "terminationGracePeriodSeconds": 1,
                     "volumes": [{"name": "scratch", "emptyDir": {}}],
                     "containers": [{"name": "train", "image": "busybox", "command": ["sleep", "infinity"],
                                     "volumeMounts": [{"name": "ckpt", "mountPath": "/data"},
