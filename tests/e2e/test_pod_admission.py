@@ -55,7 +55,8 @@ def test_a_pod_bound_by_name_that_overfills_its_node_is_out_of_cpu(admission_clu
 
 def test_a_system_node_critical_pod_bound_to_a_full_node_preempts_a_pod_and_runs(admission_cluster):
     c = admission_cluster
-    run_on(c, "filler", "gpu-1", "60")
+    # `sleep` as PID 1 ignores SIGTERM: the kubelet's kill of the preempted pod took the default 30 s grace
+    run_on(c, "filler", "gpu-1", "60", terminationGracePeriodSeconds=1)
     wait_for(lambda: status_of(c, "filler") == "Running", what="filler Running")
     run_on(c, "node-agent", "gpu-1", "8", priorityClassName="system-node-critical")
     wait_for(lambda: status_of(c, "node-agent") == "Running", what="node-agent Running")
