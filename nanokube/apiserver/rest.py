@@ -734,7 +734,7 @@ class GenericREST:
             if self.unreadable and (key := res.key(namespace, name)) in self.unreadable:
                 from .encryption.corrupt import unreadable_error
 
-                raise unreadable_error([key])
+                raise unreadable_error([res.etcd_key(key)])
             raise errors.not_found(res.group, res.plural, name)
         return e
 
@@ -833,7 +833,7 @@ class GenericREST:
         if self.unreadable and (bad := sorted(k for k in self.unreadable if k.startswith(prefix))):
             from .encryption.corrupt import unreadable_error
 
-            raise unreadable_error(bad)
+            raise unreadable_error([res.etcd_key(k) for k in bad])
         start, at = continuetoken.decode(continue_, prefix) if continue_ else ("", 0)
         if at > self.cache.rev:  # a token from the future (made up): etcd's ErrFutureRev, as GetList reports it
             await self.cache.sync()
@@ -1366,7 +1366,7 @@ class GenericREST:
                     raise
         uid, stored_uid = _meta(new).get("uid"), entry.obj["metadata"].get("uid")
         if uid and uid != stored_uid:  # the body's uid is a precondition, as upstream's UpdatedObjectInfo makes it
-            raise errors.conflict(res.group, res.plural, name, _precondition_failed(key, "UID", uid, stored_uid))
+            raise errors.conflict(res.group, res.plural, name, _precondition_failed(res, key, "UID", uid, stored_uid))
         rv = _meta(new).get("resourceVersion")
         rv = _object_revision(rv) if rv else 0
         if rv == 0 and not res.strategy.allow_unconditional_update:
@@ -1857,7 +1857,7 @@ class GenericREST:
                                               f"The object might have been {why}")
                     # the storage's own, on the object a lost race left
                     raise errors.conflict(res.group, res.plural, name,
-                                          _precondition_failed(key, what, pre[f], md.get(f)))
+                                          _precondition_failed(res, key, what, pre[f], md.get(f)))
             if attempt == 0:
                 await self._delete_admission(res, version, obj, options, opts)
             policy = options.get("propagationPolicy")
@@ -2375,9 +2375,9 @@ def _undecodable(kind: str, version: str, obj: Any, err: str, patched: _Patched 
                            {"causes": [{"reason": cause.reason, "message": cause.message, "field": cause.field}]})
 
 
-def _precondition_failed(key: str, what: str, wanted: str, actual: str) -> str:
+def _precondition_failed(res: Resource, key: str, what: str, wanted: str, actual: str) -> str:
     """The storage layer's text for a failed precondition, as upstream's 409 quotes it."""
-    return (f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: "
+    return (f"StorageError: invalid object, Code: 4, Key: {res.etcd_key(key)}, ResourceVersion: 0, AdditionalErrorMsg: "
             f"Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}")
 
 

@@ -215,7 +215,7 @@ class Subresources:
             # storage checks before the update function; its 409 is on pods (InterpretUpdateError)
             for f, what in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
                 if md.get(f) and md[f] != pod["metadata"].get(f):
-                    raise errors.conflict("", "pods", name, _precondition_failed(key, what, md[f], pod["metadata"].get(f)))
+                    raise errors.conflict("", "pods", name, _precondition_failed(res, key, what, md[f], pod["metadata"].get(f)))
             if pod["metadata"].get("deletionTimestamp"):
                 raise errors.conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
             node = (pod.get("spec") or {}).get("nodeName")
@@ -520,7 +520,7 @@ class Subresources:
             entry = self.rest._entry(res, namespace, name)
             if precondition and precondition != entry.obj["metadata"].get("uid"):
                 raise errors.conflict(res.group, res.plural, name, _precondition_failed(
-                    res.key(namespace, name), "UID", precondition, entry.obj["metadata"].get("uid")))
+                    res, res.key(namespace, name), "UID", precondition, entry.obj["metadata"].get("uid")))
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             ext = await self._at_version(res, entry.obj, version)
             try:

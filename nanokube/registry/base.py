@@ -290,6 +290,14 @@ class Strategy:
         return obj
 
 
+#: the storage prefixes kube-apiserver's storage factory renames (its SpecialDefaultResourcePrefixes)
+_PREFIX_RENAMES = {("", "replicationcontrollers"): "controllers", ("", "endpoints"): "services/endpoints",
+                   ("", "nodes"): "minions", ("", "services"): "services/specs",
+                   ("networking.k8s.io", "ingresses"): "ingress"}
+#: groups served by the apiextensions and aggregator servers, whose keys are group/resource
+_GROUP_PREFIXED = frozenset({"apiextensions.k8s.io", "apiregistration.k8s.io"})
+
+
 @dataclass(slots=True)
 class Resource:
     group: str
@@ -338,6 +346,18 @@ class Resource:
         if self.namespaced:
             return f"/registry/{self.storage_resource}/{namespace}/{name}"
         return f"/registry/{self.storage_resource}/{name}"
+
+    def etcd_key(self, key: str) -> str:
+        """`key` (one of key()'s) as kube-apiserver lays it out in etcd, which its StorageErrors name:
+        built-in resources under the resource's storage prefix (a few historical ones renamed), the
+        apiextensions and aggregator servers' resources and custom resources under group/resource.
+        nanokube's own keys stay <resource>.<group>; this is only what the messages quote."""
+        group, plural = self.storage_alias or (self.group, self.plural)
+        if self.strategy.unstructured or group in _GROUP_PREFIXED:
+            prefix = f"{group}/{plural}"
+        else:
+            prefix = _PREFIX_RENAMES.get((group, plural), plural)
+        return f"/registry/{prefix}/{key[len(self.key_prefix()):]}"
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         if errs := self.strategy.begin_create(obj):

@@ -134,7 +134,8 @@ async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
         code, message = await refused(c, "PUT", f"{widgets}/d/scale", {**scale(6), "metadata": {
             "name": "d", "uid": "other-uid"}}, "kubectl")
         assert code == 409 and message.startswith(f'Operation cannot be fulfilled on widgets.{group} "d": StorageError: '
-                                                  'invalid object, Code: 4, Key: ') and message.endswith(
+                                                  f'invalid object, Code: 4, Key: /registry/{group}/widgets/default/d, '
+                                                  'ResourceVersion: 0, ') and message.endswith(
             f'AdditionalErrorMsg: Precondition failed: UID in precondition: other-uid, UID in object meta: '
             f'{w["metadata"]["uid"]}'), message
 
@@ -197,7 +198,8 @@ async def test_a_scale_naming_another_uid_is_a_conflict_and_changes_nothing(tmp_
         for replicas in (4, -1):
             code, message = await refused(c, "PUT", f"{DEPLOYMENTS}/d/scale", {**stale, "spec": {"replicas": replicas}}, "m")
             assert code == 409 and message.startswith('Operation cannot be fulfilled on deployments.apps "d": '
-                                                      'StorageError: invalid object, Code: 4, Key: ') and message.endswith(
+                                                      'StorageError: invalid object, Code: 4, Key: '
+                                                      '/registry/deployments/default/d, ') and message.endswith(
                 f'AdditionalErrorMsg: Precondition failed: UID in precondition: other-uid, UID in object meta: {uid}'), message
         assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
         same = {**scale(4), "metadata": {"name": "d", "uid": uid}}
