@@ -65,9 +65,11 @@ def _unquote(lit: str) -> str:
             continue
         width = {"x": 2, "u": 4, "U": 8}.get(e)
         digits = body[i + 2:i + 2 + width] if width else ""
-        if not width or len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
+        point = int(digits, 16) if width and len(digits) == width and all(
+            d in "0123456789abcdefABCDEF" for d in digits) else -1
+        if not (0 <= point <= 0x10FFFF) or 0xD800 <= point <= 0xDFFF:  # (Go's utf8.ValidRune)
             raise JSONPathError(f"unquote string {lit} error invalid syntax")
-        out.append(chr(int(digits, 16)))
+        out.append(chr(point))
         i += 2 + width
     return "".join(out)
 

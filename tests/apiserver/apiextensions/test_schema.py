@@ -135,6 +135,8 @@ def test_jsonpath_is_client_gos(path, want):
     (".a[", "unterminated array"), (".a[x]", "invalid array index x"), (".a[?(@.b", "unterminated filter"),
     (".a[?(@.b)", "unclosed array expect ]"), (".a..b....c", "invalid multiple recursive descent"),
     (".a[-]", "array index - is not a number"), (".a 'b", "unterminated quoted string"), (".a#", None),
+    ('.a[?(@.b=="\\U00110000")]', 'unquote string "\\U00110000" error invalid syntax'),  # past Unicode
+    ('.a[?(@.b=="\\ud800")]', 'unquote string "\\ud800" error invalid syntax'),  # a surrogate
 ])
 def test_jsonpath_parse_errors(path, why):
     if why is None:  # anything but a terminator belongs to a field name
