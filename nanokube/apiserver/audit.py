@@ -19,7 +19,7 @@ import logging
 
 import orjson
 import yaml
-from aiohttp import Payload, web
+from aiohttp import Payload, hdrs, web
 from multidict import istr
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily
@@ -567,6 +567,8 @@ class AuditedRequest(keepalive.Request):
         if value is not None:
             headers[_AUDIT_ID_HEADER] = value
         keepalive.unbranded(headers)  # (aiohttp's own path names itself; Go's server names none)
+        # WithCacheControl: no answer may be kept by a cache unless its handler said otherwise
+        headers.setdefault(hdrs.CACHE_CONTROL, "no-cache, private")
         if self._match_info is not None:  # routed by the application: its on_response_prepare signal
             await web.Request._prepare_hook(self, response)
 

@@ -48,7 +48,8 @@ async def test_a_create_that_expects_100_continue_gets_it_and_is_created(server)
 
 async def test_answers_on_a_kept_alive_connection_are_framed_by_their_length_until_one_asks_to_close(server):
     """Unary answers (oneshot.send) on one connection: pipelined requests answered in order, each
-    head with its Content-Length, Content-Type, Date and Audit-Id and no Server, the connection kept until a
+    head with its Content-Length, Content-Type, Date, Audit-Id and WithCacheControl's
+    `Cache-Control: no-cache, private` and no Server, the connection kept until a
     request says `Connection: close`, whose answer says so too; a HEAD's head alone."""
     s, ctx = server
     body = orjson.dumps({"metadata": {"name": "k1"}, "data": {"k": "v"}})
@@ -73,13 +74,25 @@ async def test_answers_on_a_kept_alive_connection_are_framed_by_their_length_unt
     assert orjson.loads(b1)["metadata"]["name"] == orjson.loads(b2)["metadata"]["name"] == "k1"
     assert orjson.loads(b4)["reason"] == "NotFound"
     for h in (h1, h2, h3, h4):  # Go's server names itself in no Server header (aiohttp's path, the HEAD's, neither)
-        assert "server" not in h
+        assert "server" not in h and h["cache-control"] == "no-cache, private"
     for h in (h1, h2, h4):
         assert h["content-type"] == "application/json" and h["date"].endswith(" GMT") and h["audit-id"]
         assert "connection" not in h or h is h4
     assert h2["audit-id"] == "mine" and h1["audit-id"] != h4["audit-id"]
     assert h4["connection"] == "close"
     assert int(h3["content-length"]) > 0 and b3 == b""
+
+
+async def test_an_unauthenticated_request_s_refusal_is_marked_uncacheable_too(server):
+    """WithCacheControl wraps authentication: the refusal of a request without credentials (aiohttp's
+    path, not oneshot's: it ends the connection) carries it as any answer does."""
+    s, _ = server
+    ctx = ssl.create_default_context(cadata=s.pki.ca.cert_pem.decode())
+    response = await _exchange(s, ctx, b"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nosuch\r\n"
+                               b"Connection: close\r\n\r\n")
+    head = response.split(b"\r\n\r\n", 1)[0].decode()
+    assert head.startswith("HTTP/1.1 401"), head
+    assert "\r\nCache-Control: no-cache, private\r\n" in head + "\r\n", head
 
 
 @pytest.mark.parametrize("path, code, kind", [
