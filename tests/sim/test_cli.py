@@ -265,9 +265,12 @@ def test_a_second_stop_signal_exits_at_once_and_still_removes_the_runs_directory
 def test_progress_counts_the_trace_writes_replayed(tmp_path):
     """The ETA follows the writes replayed, not virtual time (most of a trace's time can be empty)."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
-    pods = [{"time": t, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{t}"},
-                                   "spec": {"containers": [{"name": "c", "image": "busybox"}]}}} for t in (0, 1, 86400)]
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+
+    def trace(*times: int) -> None:
+        pods = [{"time": t, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{t}"},
+                                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}}} for t in times]
+        (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    trace(0, 1, 86400)
     cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
            "--trace", str(tmp_path / "trace.jsonl"), "--until", "90000"]
     proc = subprocess.run(cmd, capture_output=True, timeout=120)
@@ -279,9 +282,10 @@ def test_progress_counts_the_trace_writes_replayed(tmp_path):
     assert last.startswith("default: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, "), last
     assert "ETA 0s" in last
 
-    # on a terminal, one line rewritten in place
-    seen = _on_a_terminal(cmd, "stderr")
-    assert b"\rdefault: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, " in seen, seen[-2000:]
+    # on a terminal, one line rewritten in place; five virtual seconds show it (a day of them cost 2 CPU-s)
+    trace(0, 1, 2)
+    seen = _on_a_terminal([*cmd[:-1], "5"], "stderr")
+    assert b"\rdefault: virtual 00:00:05 / 00:00:05 (100.0%) writes 3/3, " in seen, seen[-2000:]
 
 
 def test_progress_says_which_of_the_configurations_runs(tmp_path):
