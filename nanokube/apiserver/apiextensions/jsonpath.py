@@ -6,9 +6,9 @@ first action finds; any evaluation error leaves the cell empty. The dialect is n
 JSONPath library fits: `['a.b']` is re-read as `.a.b` (two fields; `\\.` escapes a dot in a field),
 `[*]` is the slice `[:]` and fails on a map while `.*` takes a map's values in key order, `[-1]`
 counts from the end, a slice past the bounds or with a step under 1 is an error, `..` yields every
-non-empty map and list, and a filter compares through Go's template rules: a literal integer
-becomes a float64, which never equals a stored integer (an int64), and comparisons of unlike kinds
-are quietly false. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
+non-empty map and list, and a filter takes a list only and compares through Go's template rules:
+an integer with an integer, a float with a float, a string with a string; any other pair (1 against
+2.5, a bool ordered) is an error that fails the whole path. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
 """
 
 from __future__ import annotations
@@ -33,14 +33,10 @@ class JSONPathError(ValueError):
 
 class _Fail(Exception):
     """An evaluation error; `partial` is what the failing step hands back, which a filter's
-    left side still uses (upstream ignores that side's errors when missing keys are allowed)."""
+    existence filter's left side still uses (evalFilter looks at its results before its error)."""
 
     def __init__(self, partial: list[Any]):
         self.partial = partial
-
-
-class _Int(int):
-    """An integer written in the path: Go's `int`, which a filter compares as a float64."""
 
 
 def _alnum(c: str) -> bool:
@@ -202,7 +198,7 @@ def _scan_action(s: str, pos: int) -> tuple[tuple, int]:
 
 def _number(t: str) -> tuple:
     try:
-        return ("int", _Int(t))
+        return ("int", int(t))
     except ValueError:
         pass
     try:
@@ -259,13 +255,13 @@ def _children(v: Any) -> list[Any] | None:
 
 
 def _kind(v: Any) -> str | None:
-    """template's basicKind, after evalOperator turns a path's integer into a float64."""
+    """template's basicKind: a path's integer (Go's int) and a stored one (an int64) are both ints."""
     if isinstance(v, bool):
         return "bool"
-    if isinstance(v, _Int) or isinstance(v, float):
-        return "float"
     if isinstance(v, int):
         return "int"
+    if isinstance(v, float):
+        return "float"
     return "string" if isinstance(v, str) else None
 
 
@@ -274,12 +270,12 @@ _OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": opera
 
 
 def _passes(op: str, left: Any, right: Any) -> bool:
+    """Raises ValueError where template's comparison errs: an unknown operator, a value that is no
+    basic kind, unlike kinds, a bool ordered."""
     compare = _OPERATORS.get(op)
-    if compare is None:
-        raise ValueError(op)
     kind = _kind(left)
-    if kind is None or kind != _kind(right) or (kind == "bool" and op not in ("==", "!=")):
-        return False  # invalid or incompatible types: ignored, as no match
+    if compare is None or kind is None or kind != _kind(right) or (kind == "bool" and op not in ("==", "!=")):
+        raise ValueError(op)
     return compare(left, right)
 
 
@@ -306,23 +302,27 @@ def _array(cur: list[Any], start: int | None, stop: int | None, derived: bool, s
 def _filter(cur: list[Any], left: tuple, right: tuple, op: str) -> list[Any]:
     out: list[Any] = []
     for v in cur:
-        items = _children(v)
-        for item in [v] if items is None else items:
+        if not isinstance(v, list):  # a map, a scalar or null: "cannot be filtered"
+            raise _Fail(cur)
+        for item in v:
             try:
                 lefts = _run([item], left)
             except _Fail as e:
+                if op != "exists":
+                    raise _Fail(cur) from None
                 lefts = e.partial
-            try:
-                rights = _run([item], right)
-            except _Fail:
-                raise _Fail(cur) from None
+            if op == "exists":
+                if lefts:
+                    out.append(item)
+                continue
             if not lefts:
                 continue
             if len(lefts) > 1:
                 raise _Fail(cur)
-            if op == "exists":
-                out.append(item)
-                continue
+            try:
+                rights = _run([item], right)
+            except _Fail:
+                raise _Fail(cur) from None
             if not rights:
                 continue
             if len(rights) > 1:

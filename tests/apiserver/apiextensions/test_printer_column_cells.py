@@ -91,7 +91,7 @@ DIALECT = [("Last", ".spec.ports[-1:].name", "https"), ("First", ".spec.ports[-2
            ("Ready", '.status.conditions[?(@.type=="Ready")].status', "True"),
            ("Odd", ".spec.ports[?(@.weight)].name", "https"),
            ("Big", ".spec.ports[?(@.weight > 0.5)].name", "https"),
-           ("Int", ".spec.ports[?(@.port==80)].name", None),  # a path's 80 is a float64, the stored one an int64
+           ("Int", ".spec.ports[?(@.port==80)].name", "http"),  # a path's int (Go's) equals a stored int64
            ("App", ".metadata.labels.app\\.kubernetes\\.io/name", "web"),
            ("Dotted", ".metadata.labels['app.kubernetes.io/name']", None),  # read as .app.kubernetes.io/name
            ("Deep", "..port", "80"), ("Union", ".spec.ports[1,0].name", "https"), ("Step", ".spec.ports[1::2].name", "https"),
