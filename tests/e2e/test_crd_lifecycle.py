@@ -117,8 +117,9 @@ def test_custom_resource_owning_pods_is_garbage_collected(c):
            "spec": {"containers": [{"name": "c", "image": "pause"}]}}
     c.kubectl("apply", "-f", "-", input=json.dumps(pod))
     c.kubectl("delete", "isvc", "owner")
-    wait_for(lambda: c.kubectl("get", "pod", "owner-worker", check=False).returncode != 0, timeout=60,
-             what="pod owned by the custom resource collected")
+    gone = wait_for(lambda: (r := c.kubectl("get", "pod", "owner-worker", check=False)).returncode and r.stderr,
+                    timeout=60, what="pod owned by the custom resource collected")
+    assert 'pods "owner-worker" not found' in gone
 
 
 def test_hpa_scales_a_custom_resource_to_zero_and_back(c):
