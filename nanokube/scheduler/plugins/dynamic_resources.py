@@ -85,8 +85,9 @@ def _allocated(claim: dict | None) -> bool:
 
 def _created_or_status_changed(old: dict | None, new: dict | None) -> bool:
     """Whether a claim change can concern the pods using it: it was created, or its status changed
-    (a deleted claim, or an update of its metadata alone, cannot let them in)."""
-    return new is not None and (old is None or old.get("status") != new.get("status"))
+    (a deleted claim, or an update of its metadata alone, cannot let them in). A status left out and
+    an empty one are the same (a create answers without it, a later write with `status: {}`)."""
+    return new is not None and (old is None or (old.get("status") or {}) != (new.get("status") or {}))
 
 
 def _devices(allocation: dict) -> list:
