@@ -84,3 +84,44 @@ async def test_a_handler_s_error_is_answered_500_and_ends_the_connection():
     finally:
         await runner.cleanup()
     assert boom == "HTTP/1.1 500 Internal Server Error" and b'"code":500' in body and rest == b""
+
+
+async def test_a_client_gone_mid_request_ends_its_handler_s_writes_and_the_connection_task(caplog):
+    """The client closes while its request is served in the connection's task: the handler's next
+    write fails with ConnectionResetError, as it would in a task of its own, and the connection's
+    task ends without an unhandled exception logged."""
+    reached, go, seen = asyncio.Event(), asyncio.Event(), []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(asyncio.current_task() is request.task)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        reached.set()
+        await go.wait()
+        try:
+            await response.write(b"x")
+        except ConnectionResetError as e:
+            seen.append(e)
+            raise
+        return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner, port = await _serve(app)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        await asyncio.wait_for(reached.wait(), 10)
+        [connection] = runner.server.connections
+        task = connection._task_handler
+        writer.close()
+        async with asyncio.timeout(10):
+            while connection.transport is not None:  # the server saw the connection go
+                await asyncio.sleep(0.01)
+            go.set()
+            await asyncio.wait({task})
+    finally:
+        await runner.cleanup()
+    assert seen[0] is True and isinstance(seen[1], ConnectionResetError)
+    assert not task.cancelled() and task.exception() is None
+    assert "Unhandled exception" not in caplog.text
