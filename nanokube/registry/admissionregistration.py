@@ -639,9 +639,6 @@ class PolicyStrategy(Strategy):
         if isinstance(obj.get("spec"), dict):
             _default_policy_spec(obj["spec"])
 
-    def prepare_for_create(self, obj: Obj) -> None:
-        obj.pop("status", None)
-
     def _validate(self, obj: Obj, lenient: dict) -> list[FieldError]:
         return (validate_validating_policy if self.validating else validate_mutating_policy)(obj, lenient)
 

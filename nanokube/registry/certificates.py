@@ -656,9 +656,6 @@ class PodCertificateRequestStrategy(Strategy):
     def default(self, obj, version):
         obj.setdefault("spec", {}).setdefault("maxExpirationSeconds", KUBERNETES_MAX_MAX_EXPIRATION)
 
-    def prepare_for_create(self, obj):
-        obj.pop("status", None)
-
     def validate(self, obj):
         return pcr_spec(obj.get("spec") or {})
 

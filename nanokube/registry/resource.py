@@ -186,9 +186,6 @@ class ResourceClaimStrategy(Strategy):
     def default(self, obj, version):
         default_claim_spec(obj.get("spec"), version)
 
-    def prepare_for_create(self, obj):
-        obj.pop("status", None)
-
     def validate(self, obj):
         return rv.claim_spec(obj.get("spec") or {}, "spec")
 
@@ -310,7 +307,6 @@ class DeviceTaintRuleStrategy(_ClockedStrategy):
     ]
 
     def prepare_for_create(self, obj):
-        obj.pop("status", None)
         taint = (obj.get("spec") or {}).get("taint")
         if taint is not None and not taint.get("timeAdded"):
             taint["timeAdded"] = self.now()

@@ -35,9 +35,6 @@ class ResourcePoolStatusRequestStrategy(Strategy):
     def default(self, obj, version):
         obj.setdefault("spec", {}).setdefault("limit", LIMIT_DEFAULT)
 
-    def prepare_for_create(self, obj):
-        obj.pop("status", None)
-
     def prepare_for_update(self, new, old):
         if "status" in old:
             new["status"] = old["status"]

@@ -270,7 +270,6 @@ class PodGroupStrategy(_GroupStrategy):
         spec.setdefault("disruptionMode", {"single": {}})
 
     def prepare_for_create(self, obj):
-        obj.pop("status", None)
         drop_podgroup_fields(obj.get("spec") or {})
 
     def prepare_for_status_update(self, new, old):
@@ -309,7 +308,6 @@ class CompositePodGroupStrategy(_GroupStrategy):
 
     def prepare_for_create(self, obj):
         drop_podgroup_fields(obj.get("spec") or {})
-        obj.pop("status", None)
 
     def validate(self, obj):
         spec = obj.get("spec") or {}

@@ -103,6 +103,8 @@ async def test_a_status_a_create_may_not_set_is_reset_to_its_zero(tmp_path):
         ("/apis/certificates.k8s.io/v1/certificatesigningrequests", {"spec": {
             "request": csr_request(), "signerName": "example.com/s", "usages": ["client auth"]},
             "status": {"conditions": [{"type": "Approved", "status": "True"}]}}, {}),
+        ("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", {"spec": {"devices": {}},
+            "status": {"allocation": {"devices": {}}}}, {}),
     ]
     async with served(tmp_path) as (_, api):
         for path, body, zero in cases:

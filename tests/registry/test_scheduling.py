@@ -152,10 +152,6 @@ def test_pod_group_status_and_columns():
     assert s.columns[3].fn(preempted) == "PreemptionByScheduler"
     obj["status"]["conditions"][0]["status"] = "Maybe"
     assert ("status.conditions[0].status", "FieldValueNotSupported") in errors(s.validate_status_update(obj, pod_group()))
-    created = pod_group()
-    created["status"] = {"conditions": []}
-    s.prepare_for_create(created)
-    assert "status" not in created
 
 
 # --- CompositePodGroup ---------------------------------------------------------------------
