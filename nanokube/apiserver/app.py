@@ -49,6 +49,7 @@ from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
 from .serving_tls import ServingTLS, signed_by, verified_chain
 from .http_errors import StatusAppRunner, http_exceptions, internal_error, status_response
+from .inline import own_context
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
 from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer, user_from_cert
@@ -512,6 +513,7 @@ class APIServer:
 
     # --- middleware and plain endpoints ---------------------------------
 
+    @own_context
     def _held(self, request: web.Request):
         """`_serve`, its longest hold of the loop recorded."""
         return self.loop_holds.serve(request, self._serve)

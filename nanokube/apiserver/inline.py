@@ -8,7 +8,10 @@ have all arrived, through aiohttp's own `_handle_request` (its error answers, it
 finishing) awaited in place, each step of it run in a context copied for the request, as the task
 would have run it. Anything else, a parser's refusal, an upgrade, a body still arriving (which
 aiohttp may linger to read after the answer), an access log, is left to aiohttp's loop, which then
-serves the rest of the connection."""
+serves the rest of the connection. A request handler marked `own_context` (the API server's,
+loophold.LoopHolds.serve) steps its request in a context of its own already, in the one generator
+layer that also times the steps, so the connection awaits it as it is (aiohttp's own code around
+the handler, its error answers, which sets no context variable, then runs in the connection's)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,17 @@ from typing import Any
 from aiohttp.http import RawRequestMessage
 from aiohttp.http_writer import StreamWriter
 from aiohttp.web_protocol import _PAYLOAD_ACCESS_ERROR, RequestHandler
+
+
+#: the attribute, true on a request handler, that says it runs each step of a request in a
+#: context copied for the request
+OWN_CONTEXT = "steps_in_own_context"
+
+
+def own_context(handler):
+    """Marks `handler` as one that runs each request's steps in a context of its own."""
+    setattr(handler, OWN_CONTEXT, True)
+    return handler
 
 
 class InlineRequests(RequestHandler):
@@ -49,8 +63,10 @@ class InlineRequests(RequestHandler):
                                             self._task_handler or asyncio.current_task(loop))
             try:
                 try:
-                    response, reset = await _in_context(self._handle_request(request, None, self._request_handler),
-                                                        contextvars.copy_context())
+                    handled = self._handle_request(request, None, self._request_handler)
+                    if not getattr(self._request_handler, OWN_CONTEXT, False):
+                        handled = _in_context(handled, contextvars.copy_context())
+                    response, reset = await handled
                 except ConnectionError:
                     break
                 if reset:

@@ -6,10 +6,13 @@ its own answer seems to its caller. Each request's coroutine is stepped here, ea
 the loop thread's CPU time (what the request computed, not what a loaded machine's other processes
 or the server's worker threads took meanwhile, so that a bound on it holds on any machine); the
 longest is kept (with the request that took it) for tests and fuzzers to bound, and a step over
-WARN_AFTER is logged as the stall it is."""
+WARN_AFTER is logged as the stall it is. The same layer runs each step in a context copied for the
+request, as a task made for it would (inline.py: the connection serving it leaves that to `serve`,
+one generator layer a step instead of two)."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 import types
@@ -34,7 +37,7 @@ class LoopHolds:
         """`handler(request)` and the writing of its answer, each of their steps on the loop timed."""
         held = [0.0]
         try:
-            return await _stepped(answered(request, handler), held)
+            return await _stepped(answered(request, handler), held, contextvars.copy_context())
         finally:
             if held[0] > self.longest:
                 self.longest, self.longest_request = held[0], f"{request.method} {request.rel_url}"
@@ -56,16 +59,17 @@ async def answered(request, handler: Callable[[Any], Awaitable]) -> Any:
 
 
 @types.coroutine
-def _stepped(coro: Coroutine, held: list[float]):
-    """Runs `coro` as `await coro` would, passing what it yields to the loop and what the loop
-    sends or throws back to it; `held[0]` becomes its longest step."""
+def _stepped(coro: Coroutine, held: list[float], context: contextvars.Context):
+    """Runs `coro` as `await coro` would, each step in `context`, passing what it yields to the loop
+    and what the loop sends or throws back to it; `held[0]` becomes its longest step."""
+    run, send, throw = context.run, coro.send, coro.throw
     value: Any = None
     error: BaseException | None = None
     clock = time.thread_time
     while True:
         start = clock()
         try:
-            yielded = coro.send(value) if error is None else coro.throw(error)
+            yielded = run(send, value) if error is None else run(throw, error)
         except StopIteration as done:
             return done.value
         finally:

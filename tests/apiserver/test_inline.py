@@ -4,15 +4,18 @@ in a context of its own, and leave the others to aiohttp's loop."""
 import asyncio
 import contextvars
 
+import pytest
 from aiohttp import web
 
 from nanokube.apiserver.http_errors import StatusAppRunner
+from nanokube.apiserver.inline import own_context
+from nanokube.apiserver.loophold import LoopHolds
 
 _SEEN = contextvars.ContextVar("seen", default="")
 
 
-async def _serve(app: web.Application):
-    runner = StatusAppRunner(app)
+async def _serve(app: web.Application, handler=None):
+    runner = StatusAppRunner(app, handler)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -28,11 +31,13 @@ async def _answers(reader: asyncio.StreamReader, count: int) -> list[tuple[str, 
     return out
 
 
-async def test_ordinary_requests_run_in_the_connection_task_each_in_its_own_context():
+@pytest.mark.parametrize("held", [False, True])
+async def test_ordinary_requests_run_in_the_connection_task_each_in_its_own_context(held):
     """Pipelined requests: each handler runs in the task that serves the connection (no task of its
     own), yet a context variable one request sets is not seen by the next, as in a task of its own;
     a request whose body comes after its head (sent on 100 Continue) is served by aiohttp's loop, in
-    a task of its own, and so are the requests after it."""
+    a task of its own, and so are the requests after it. `held`: the connections call the API
+    server's kind of handler, LoopHolds.serve marked own_context, which makes the context itself."""
     tasks: list[tuple[str, bool]] = []
 
     async def handler(request: web.Request) -> web.Response:
@@ -44,7 +49,8 @@ async def test_ordinary_requests_run_in_the_connection_task_each_in_its_own_cont
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
-    runner, port = await _serve(app)
+    holds = LoopHolds()
+    runner, port = await _serve(app, own_context(lambda request: holds.serve(request, app._handle)) if held else None)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
