@@ -10,6 +10,7 @@ import random
 
 from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
+from ..client.http import EXPECTED
 from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from . import plugins as plugin_registry
@@ -409,6 +410,10 @@ class Scheduler:
                 st = await fwk.run_bind(state, info, node)
         except APIError as e:  # e.g. the pod or its claim was deleted while it waited or bound
             st = Status(Code.ERROR, [e.message])
+        except EXPECTED as e:  # the server gone or the connection cut mid-request: an error to retry, not a bug
+            log.error("binding %s/%s to %s failed: %s", info.pod["metadata"].get("namespace"),
+                      info.pod["metadata"]["name"], node, e)
+            st = Status(Code.ERROR, [f"binding failed: {e}"])
         except Exception as e:  # a plugin's bug fails this attempt; it must not end the task unseen
             log.exception("binding %s/%s to %s failed", info.pod["metadata"].get("namespace"),
                           info.pod["metadata"]["name"], node)
@@ -490,6 +495,8 @@ class Scheduler:
                 while self._reports:
                     try:
                         await self._report(*self._reports.popleft())
+                    except EXPECTED as e:  # (the server unreachable: the pod's next attempt reports again)
+                        log.error("writing a failure report failed: %s", e)
                     except Exception:
                         log.exception("writing a failure report")
                 idle = asyncio.get_running_loop().create_future()
@@ -529,8 +536,8 @@ class Scheduler:
         if not reported:
             try:
                 await self.api.set_unschedulable(pod, reason, message)
-            except APIError as e:
-                log.info("scheduler write failed: %s", e.message)
+            except EXPECTED as e:
+                log.info("scheduler write failed: %s", e.message if isinstance(e, APIError) else e)
                 md = pod["metadata"]  # not sent after all: the next attempt tries again
                 uid = md.get("uid", "")
                 if self._sent_status.get(uid) == (md.get("resourceVersion"), reason, message):

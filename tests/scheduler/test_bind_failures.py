@@ -49,3 +49,27 @@ async def test_a_failing_binding_cycle_is_handled(env, failure):
         assert not unretrieved, unretrieved
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_a_binding_cut_by_the_connection_is_one_error_line_and_retried(env, caplog):
+    """The server gone mid-binding (a kill, a restart) is an error the pod's next attempt
+    retries, told in one line, not a plugin bug's traceback."""
+    import aiohttp
+
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    fwk = sched.frameworks["default-scheduler"]
+    real_bind, cuts = fwk.run_bind, []
+
+    async def bind(state, info, node_name):
+        if not cuts:
+            cuts.append(info.pod["metadata"]["name"])
+            raise aiohttp.ServerDisconnectedError()
+        return await real_bind(state, info, node_name)
+
+    fwk.run_bind = bind
+    await pods.create(strip_uid(pod("cut", "1")))
+    assert await eventually(bound(pods, "cut")) == "n1"
+    failed = [r for r in caplog.records if r.getMessage().startswith("binding default/cut to n1 failed")]
+    assert cuts == ["cut"] and len(failed) == 1 and failed[0].exc_info is None
+    assert "Server disconnected" in failed[0].getMessage()
