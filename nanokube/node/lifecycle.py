@@ -1192,7 +1192,9 @@ class PodWorker:
             st["conditions"].append(_condition(restartrules.CONDITION, ok, now, kept, gen, why, message))
         if gen:
             st["observedGeneration"] = gen
-        if self.eviction is not None:
+        if self.eviction is not None and phase in ("Succeeded", "Failed"):
+            # (with the terminal phase, not before: the status manager holds a terminal phase back while
+            # containers may run, and the reason and message with it: mergePodStatus)
             st["reason"], st["message"] = self.eviction.reason, self.eviction.message
         if init_statuses is not None:
             st["initContainerStatuses"] = init_statuses

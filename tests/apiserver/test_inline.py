@@ -15,7 +15,9 @@ _SEEN = contextvars.ContextVar("seen", default="")
 
 
 async def _serve(app: web.Application, handler=None):
-    runner = StatusAppRunner(app, handler)
+    # (no access log, as the API server's runner: one enabled, aiohttp's logger at INFO as another
+    # test may leave it, hands every request to aiohttp's loop)
+    runner = StatusAppRunner(app, handler, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

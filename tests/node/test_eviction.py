@@ -458,7 +458,9 @@ async def test_a_local_storage_eviction_stops_the_pod_in_two_seconds_whatever_it
         await eventually(killing)
         sigterm = clock.now()
         await clock.advance(1.5)
-        assert (await pods.get("stubborn", "default"))["status"]["phase"] == "Running"
+        during = (await pods.get("stubborn", "default"))["status"]
+        # the terminal phase, and its reason and message with it, wait for the container (mergePodStatus)
+        assert during["phase"] == "Running" and "reason" not in during and "message" not in during
         await clock.advance(0.5)
         p = await eventually(phase_is(pods, "stubborn", "Failed"))
         assert (p["status"]["reason"], p["status"]["message"]) == (
