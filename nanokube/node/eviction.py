@@ -55,10 +55,11 @@ from ..machinery.podresources import QUANTITIES, pod_limits
 from ..machinery.quantity import (BINARY_SI, DECIMAL_SI, QuantityError, format_quantity, parse,
                                   parse_quantity)
 from ..metrics.provider import MetricsProvider
-from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, with_leak
+from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, Usage, with_leak
 from .admission import is_critical, requests
 from .lifecycle import Eviction
-from .volumes.stats import disk_empty_dirs, local_usage, memory_backed, quantity_or_none, tmpfs_charges
+from .volumes.stats import (LocalUsage, disk_empty_dirs, local_usage, memory_backed, quantity_or_none,
+                            tmpfs_charges)
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,14 @@ class PodStats:
     tmpfs: int = 0
     #: the inodes its local ephemeral storage holds (files, directories, log files, etc-hosts)
     inodes: int = 0
+
+    @classmethod
+    def of(cls, pod: dict, usage: dict[str, Usage], local: LocalUsage) -> PodStats:
+        """A running pod's stats from its containers' usage and what it holds on the node
+        (volumes/stats.local_usage), as the summary counts them both."""
+        return cls({name: u.memory for name, u in usage.items()}, local.total, len(usage),
+                   local.empty_dirs | local.tmpfs, {name: used + local.logs[name] for name, used in local.rootfs.items()},
+                   tmpfs_charges(pod, local.tmpfs, usage).get("", 0), local.inodes)
 
 
 #: the pod's stats, or None where the summary has none (no container running)
@@ -469,11 +478,7 @@ class EvictionManager:
             if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
             usage = self._usage(uid, pod)
-            local = local_usage(volumes, w, pod, usage)
-            out[uid] = PodStats({name: u.memory for name, u in usage.items()}, local.total, len(usage),
-                                local.empty_dirs | local.tmpfs,
-                                {name: used + local.logs[name] for name, used in local.rootfs.items()},
-                                tmpfs_charges(pod, local.tmpfs, usage).get("", 0), local.inodes)
+            out[uid] = PodStats.of(pod, usage, local_usage(volumes, w, pod, usage))
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:
             del self._usage_cache[uid]
         return out
@@ -511,9 +516,10 @@ class EvictionManager:
         out[PIDS] = Observation(max(PID_MAX - sum(s.processes for s in stats.values()), 0), PID_MAX)
         return out
 
-    def observations(self) -> dict[str, Observation]:
-        """The signals as the node's summary reports them now: observed, with any pressure fault's leak."""
-        return self._faulted(self.observe(self.pod_stats()))
+    def observations(self, stats: dict[str, PodStats]) -> dict[str, Observation]:
+        """The signals as the node's summary reports them from its running pods' `stats`: observed,
+        with any pressure fault's leak."""
+        return self._faulted(self.observe(stats))
 
     def _faulted(self, observations: dict[str, Observation]) -> dict[str, Observation]:
         """The observations with each pressure fault's leak: half its threshold left (as the node's

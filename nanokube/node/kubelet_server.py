@@ -35,10 +35,10 @@ from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from . import dns
 from .containerlog import cri_line
-from .eviction import IMAGEFS, IMAGEFS_INODES, NODEFS, NODEFS_INODES, PIDS
+from .eviction import IMAGEFS, IMAGEFS_INODES, NODEFS, NODEFS_INODES, PIDS, PodStats
 from .volumes import pod_certificate
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
-                            memory_backed, pod_volume_stats, tmpfs_charges, tree_usage)
+                            memory_backed, pod_volume_stats, tree_usage)
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -406,19 +406,20 @@ class KubeletServer:
         now, clock = self.agent.clock.now(), self.agent.clock
         stamp = clock.rfc3339()
         node_cpu, node_mem, node_core_s = SYSTEM_CPU, SYSTEM_MEMORY, self._system_cpu_seconds(now)
-        pods = []
+        pods, stats = [], {}
         accounts = self._accounts(now)
         volumes = await self._volume_stats([pod for pod, _, _ in accounts], stamp)
         for (pod, started, containers), volume in zip(accounts, volumes):
             md = pod["metadata"]
             worker = self.agent.worker(md.get("uid", ""))
-            local = local_usage(self.agent.volumes, worker, pod, [c[0] for c in containers]) \
-                if worker is not None else LocalUsage()
+            usage = {name: u for name, u, _, _ in containers}
+            local = local_usage(self.agent.volumes, worker, pod, usage) if worker is not None else LocalUsage()
+            # (what the node's filesystems and processes observe: PodStats as the eviction manager counts them)
+            stats[md.get("uid", "")] = pod_stats = PodStats.of(pod, usage, local)
             # a memory-backed emptyDir's pages count in its container's working set (MetricsProvider.memory_charges),
             # those of one no running container mounts in the pod cgroup's alone
             cpu = sum(u.cpu for _, u, _, _ in containers)
-            mem = sum(u.memory for _, u, _, _ in containers) + \
-                tmpfs_charges(pod, local.tmpfs, [c[0] for c in containers]).get("", 0)
+            mem = sum(u.memory for _, u, _, _ in containers) + pod_stats.tmpfs
             core_s = sum(s for _, _, _, s in containers)
             node_cpu, node_mem, node_core_s = node_cpu + cpu, node_mem + mem, node_core_s + core_s
             pods.append({"podRef": {"name": md["name"], "namespace": md.get("namespace", ""), "uid": md.get("uid", "")},
@@ -444,13 +445,14 @@ class KubeletServer:
             node_memory["availableBytes"] = max(capacity - node_mem, 0)
         return _json({"node": {"nodeName": self.agent.name, "startTime": clock.rfc3339(self.started),
                                "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory,
-                               **self._node_filesystems(stamp)},
+                               **self._node_filesystems(stamp, stats)},
                       "pods": pods})
 
-    def _node_filesystems(self, stamp: str) -> dict:
+    def _node_filesystems(self, stamp: str, stats: dict[str, PodStats]) -> dict:
         """The summary node's fs, runtime.imageFs and rlimit, from what the eviction manager observes
-        (its signals are these): the images' filesystem is the node's, holding no image bytes."""
-        seen = self.agent.eviction.observations()
+        (its signals are these) of the pods' `stats` the summary counted: the images' filesystem is
+        the node's, holding no image bytes."""
+        seen = self.agent.eviction.observations(stats)
         out: dict = {}
         if NODEFS in seen:
             for key, (space, inodes, used) in (("fs", (NODEFS, NODEFS_INODES, None)),
