@@ -8,10 +8,13 @@ have all arrived, through aiohttp's own `_handle_request` (its error answers, it
 finishing) awaited in place, each step of it run in a context copied for the request, as the task
 would have run it. Anything else, a parser's refusal, an upgrade, a body still arriving (which
 aiohttp may linger to read after the answer), an access log, is left to aiohttp's loop, which then
-serves the rest of the connection. A request handler marked `own_context` (the API server's,
-loophold.LoopHolds.serve) steps its request in a context of its own already, in the one generator
-layer that also times the steps, so the connection awaits it as it is (aiohttp's own code around
-the handler, its error answers, which sets no context variable, then runs in the connection's)."""
+serves the rest of the connection. Requests a client pipelined, queued while one is served, are
+served a loop turn apart: one that needs no other await would otherwise follow the last in the same
+step, and thousands of them in one write held the event loop, every other client, for seconds. A
+request handler marked `own_context` (the API server's, loophold.LoopHolds.serve) steps its request
+in a context of its own already, in the one generator layer that also times the steps, so the
+connection awaits it as it is (aiohttp's own code around the handler, its error answers, which sets
+no context variable, then runs in the connection's)."""
 
 from __future__ import annotations
 
@@ -89,6 +92,8 @@ class InlineRequests(RequestHandler):
             self._next_keepalive_close_time = loop.time() + self._keepalive_timeout
             if self._keepalive_handle is None:
                 self._keepalive_handle = loop.call_at(self._next_keepalive_close_time, self._process_keepalive)
+            if messages:  # pipelined requests: one loop turn between them, as a task each would take
+                await asyncio.sleep(0)
         if not self._force_close:
             self._task_handler = None
             if self.transport is not None:

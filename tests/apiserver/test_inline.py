@@ -133,3 +133,30 @@ async def test_a_client_gone_mid_request_ends_its_handler_s_writes_and_the_conne
     assert seen[0] is True and isinstance(seen[1], ConnectionResetError)
     assert not task.cancelled() and task.exception() is None
     assert "Unhandled exception" not in caplog.text
+
+
+async def test_pipelined_requests_are_served_a_loop_turn_apart():
+    """fuzz65: requests a client pipelined in one write, each needing no await, were all served in one
+    step of the connection's task, so thousands of them held the event loop (every other client) for
+    seconds. A callback the first one schedules now runs before the second is served, as it would
+    between tasks of their own."""
+    order: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        order.append(request.path)
+        if request.path == "/1":
+            asyncio.get_running_loop().call_soon(order.append, "turn")
+        return web.Response(body=b"ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner, port = await _serve(app)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(1, 6)))
+        answers = await _answers(reader, 5)
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert [status for status, _ in answers] == ["HTTP/1.1 200 OK"] * 5
+    assert order[:3] == ["/1", "turn", "/2"], order
