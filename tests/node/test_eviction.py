@@ -303,6 +303,37 @@ async def test_a_soft_threshold_reports_pressure_at_once_and_evicts_once_met_for
         assert await phases(pods) == {"quiet": "Running", "hog": "Failed"}
 
 
+async def test_an_evictions_reason_and_message_wait_for_the_terminal_phase():
+    """mergePodStatus holds a terminal phase back while the pod's containers may run, and the
+    eviction's reason and message with it. A pod evicted while its postStart hook runs is written
+    Running once the hook ends (its container started), without them; Failed with them once its
+    container, stopping 10 s after SIGTERM, is killed 2 s later (the immediate grace)."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        p = running("hooked", annotations={"sim.nanokube.io/stop-seconds": "10"})
+        p["spec"]["containers"][0]["lifecycle"] = {"postStart": {"exec": {"command": ["sleep", "5"]}}}
+        await pods.create(p)
+
+        async def started():  # its container started: the hook runs
+            items, _ = await client.resource("", "v1", "events").list("default")
+            return any(e["reason"] == "Started" and e["involvedObject"]["name"] == "hooked" for e in items)
+        await eventually(started)
+        await client.resource("", "v1", "nodes").patch(
+            "small-0", {"metadata": {"annotations": {"sim.nanokube.io/fault": "memory-pressure"}}},
+            "application/merge-patch+json")
+        assert await eventually(lambda: evictions(mgr)) == {"memory.available": 1}
+        assert (await pods.get("hooked", "default"))["status"]["phase"] == "Pending"
+        await clock.advance(5)  # the hook ends: the container runs, and the pod is written so
+        during = (await eventually(phase_is(pods, "hooked", "Running")))["status"]
+        assert "running" in during["containerStatuses"][0]["state"]
+        assert "reason" not in during and "message" not in during, during
+        await clock.advance(2)
+        after = (await eventually(phase_is(pods, "hooked", "Failed")))["status"]
+        assert (after["reason"], after["message"]) == ("Evicted", (
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "))
+        assert after["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
 def writer(name: str, script: str, limit: str = "", size_limit: str = "") -> dict:
     """A pod whose container runs `script` with an emptyDir at /cache (`size_limit` its sizeLimit)
     and `limit` its container's ephemeral-storage limit."""
