@@ -561,6 +561,8 @@ class PodWorker:
         self.evicted_at: float | None = None
         #: the container whose start (its image) is under way, or was last
         self.starting = ""
+        #: the sync under way read the pod's image pull secrets (getPullSecretsForPod: once a sync)
+        self.secrets_read = False
         #: when each (non-sidecar) init container ran: (startedAt, finishedAt), kept across writes
         self.init_ran: dict[str, tuple[str, str]] = {}
         #: app containers that exited for good while others restart (their own policy or rules): their final status
@@ -1260,7 +1262,8 @@ class PodWorker:
                 if await self._pull_failed(c, error, began + seconds + delay):
                     return True
                 delay = min(delay * 2, BACKOFF_MAX)
-                await self._pull_secrets()  # (the sync that pulls again reads them again)
+                self.secrets_read = False  # (the sync that pulls again reads them again)
+                await self._pull_secrets()
             self.agent.images.add(image_ref(image))
             await self._event("Normal", "Pulled", pulled_message(image, self.clock.monotonic() - began), path)
         else:
@@ -1268,10 +1271,23 @@ class PodWorker:
                                                   "accessed by the pod", path)
         return False
 
+    async def _restart_sync(self, c: dict) -> bool:
+        """The sync restarting container `c` (one of its own, reading the pull secrets again)
+        ensures its image and its environment: True if the pod was deleted or ran past its
+        active deadline meanwhile."""
+        self.secrets_read = False
+        return await self._ensure_image(c) or await self._ensure_config(c)
+
     async def _pull_secrets(self) -> None:
-        """getPullSecretsForPod, as a sync about to ensure an image runs it: the pod's
-        imagePullSecrets the node cannot read are told in one Warning (FailedToRetrieveImagePullSecret),
-        and the image is pulled all the same, without them."""
+        """getPullSecretsForPod, as SyncPod runs it once before it ensures any image (a sync that
+        starts several containers, or pulls an image volume then starts one, reads them once): the
+        pod's imagePullSecrets the node cannot read are told in one Warning
+        (FailedToRetrieveImagePullSecret), and the images are pulled all the same, without them.
+        The sync's end is its caller's to mark (`secrets_read` False): after each init container's
+        start, after the containers started together, before a restart, before a pull tried again."""
+        if self.secrets_read:
+            return
+        self.secrets_read = True
         names = [ref["name"] for ref in (self.pod.get("spec") or {}).get("imagePullSecrets") or () if ref.get("name")]
         secrets = self.agent.volumes.watched["secrets"] if names else None
         if missing := [name for name in names if await secrets.get(self.namespace, name) is None]:
@@ -1372,29 +1388,35 @@ class PodWorker:
         image ensured, then Created and Started; with `blocked`, one whose environment cannot be
         made is left there (`_ensure_config`) and not started. True if the pod was deleted or ran
         past its active deadline meanwhile."""
-        for c in containers:
-            self.starting = c["name"]
-            if await self._ensure_image(c, interruptible) or \
-                    (interruptible and await self._ensure_config(c, blocked)):
-                return True
-            if blocked and c["name"] in blocked:
-                continue
-            await self.io.prepare(c)
-            path = field_path(self.pod, c["name"])
-            await self._event("Normal", "Created", "Container created", path)
-            error = await self._started(c, path)
-            if path.startswith("spec.initContainers") and c.get("restartPolicy") == "Always" and \
-                    blocked is None and interruptible and await self._sidecar_startup(c):
-                return True
-            if path.startswith("spec.initContainers") and c.get("restartPolicy") != "Always":
-                # (one not started has no program; one reading its stdin runs on what it is sent)
-                if (program := self._program(c)) is not None or error or self.io.runs_on_stdin(c):
-                    if await self._run_init(c, program):
-                        return True
+        init = False
+        try:
+            for c in containers:
+                if init:  # the previous was an init container: this one starts at the sync its end brings
+                    self.secrets_read = False
+                self.starting, path = c["name"], field_path(self.pod, c["name"])
+                init = path.startswith("spec.initContainers")
+                if await self._ensure_image(c, interruptible) or \
+                        (interruptible and await self._ensure_config(c, blocked)):
+                    return True
+                if blocked and c["name"] in blocked:
                     continue
-                now = self.clock.rfc3339()  # a simulated init container ends as it starts
-                self.init_ran.setdefault(c["name"], (now, now))
-        return False
+                await self.io.prepare(c)
+                await self._event("Normal", "Created", "Container created", path)
+                error = await self._started(c, path)
+                if init and c.get("restartPolicy") == "Always" and \
+                        blocked is None and interruptible and await self._sidecar_startup(c):
+                    return True
+                if init and c.get("restartPolicy") != "Always":
+                    # (one not started has no program; one reading its stdin runs on what it is sent)
+                    if (program := self._program(c)) is not None or error or self.io.runs_on_stdin(c):
+                        if await self._run_init(c, program):
+                            return True
+                        continue
+                    now = self.clock.rfc3339()  # a simulated init container ends as it starts
+                    self.init_ran.setdefault(c["name"], (now, now))
+            return False
+        finally:
+            self.secrets_read = False  # (a container starting later does so at a sync of its own)
 
     def _start_error(self, c: dict) -> str:
         """`start_error` for container `c` as it starts now (its environment made)."""
@@ -1485,7 +1507,7 @@ class PodWorker:
                 return True
         self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
         del self.waiting[name]
-        if await self._ensure_image(c) or await self._ensure_config(c):
+        if await self._restart_sync(c):
             return True
         path = field_path(self.pod, name)
         await self._event("Normal", "Created", "Container created", path)
@@ -1551,7 +1573,7 @@ class PodWorker:
                     return True
             # counted as it starts again: while it waits, its status is the instance that ended
             self.init_restarts[name] = self.init_restarts.get(name, 0) + 1
-            if await self._ensure_image(c) or await self._ensure_config(c):
+            if await self._restart_sync(c):
                 return True
             await self._event("Normal", "Created", "Container created", path)
             await self._started(c, path)
@@ -1598,7 +1620,7 @@ class PodWorker:
             if self.backoff.get(name, math.inf) <= at:
                 del self.backoff[name]
                 self._count_restart(name)
-                if await self._ensure_image(spec) or await self._ensure_config(spec):
+                if await self._restart_sync(spec):
                     return True
                 path = field_path(self.pod, name)
                 await self._event("Normal", "Created", "Container created", path)

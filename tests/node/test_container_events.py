@@ -217,6 +217,25 @@ async def test_a_pull_secret_the_node_cannot_read_is_warned_of_and_the_pull_goes
     await eventually(phase_is(pods, "private", "Running"))
 
 
+async def test_a_missing_pull_secret_is_told_once_a_sync_not_once_an_image(env):  # noqa: F811
+    """getPullSecretsForPod runs once at the top of SyncPod, before any image is ensured: the sync
+    that pulls the image volume and starts the init container tells the missing secret once, the
+    one that starts both app containers once more; the Warning's count is 2, not one per image (4)."""
+    pods, clock = env
+    p = pod("several", containers=("app", "side"))
+    p["spec"]["imagePullSecrets"] = [{"name": "regcred"}]
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    p["spec"]["volumes"] = [{"name": "model", "image": {"reference": "quay.io/crio/artifact:v2"}}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "several", "Running"))
+
+    async def told():
+        ev = await pod_events(pods, "several")
+        started = [f for _, r, f, _, _ in ev if r == "Started"]
+        return [(r, n) for _, r, _, _, n in ev if r == "FailedToRetrieveImagePullSecret"] if len(started) == 3 else None
+    assert await eventually(told) == [("FailedToRetrieveImagePullSecret", 2)]
+
+
 async def test_an_image_volume_that_fails_to_pull_holds_every_container_in_container_creating(env):  # noqa: F811
     """getImageVolumes (KEP-4639) as the sandbox is made: the image volume's pull is the image
     manager's, its events on the pod (no fieldPath, no container's "Error: ..."), and while it fails
