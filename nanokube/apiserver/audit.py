@@ -68,6 +68,8 @@ _NOTHING = Decision(NONE)
 _ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
 #: the levels that log the request's body
 _BODIES = frozenset({REQUEST, REQUEST_RESPONSE})
+#: the verbs whose body is the object written, which completes the objectRef (see _asked)
+_OBJECT_VERBS = frozenset({"create", "update"})
 _ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
 #: the user of a request that failed authentication (upstream's event has none: `"user":{}`)
 _NOBODY = User("")
@@ -372,10 +374,13 @@ class AuditLog:
         event["sourceIPs"], event["userAgent"] = source_ips(request), request.headers.get("User-Agent", "")
         if a.resource_request:
             name, uid, rv = a.name, "", ""
+            namespace = a.namespace
             if code < 300 and body.get("kind") != "Status" and isinstance(md := body.get("metadata"), dict):
                 name, uid, rv = name or md.get("name", ""), md.get("uid", ""), md.get("resourceVersion", "")
+            elif a.verb in _OBJECT_VERBS:
+                namespace, name, uid, rv = _asked(_request_body(request), namespace, name)
             ref = {}
-            for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", name), ("apiGroup", a.group),
+            for k, v in (("resource", a.resource), ("namespace", namespace), ("name", name), ("apiGroup", a.group),
                          ("apiVersion", a.version), ("subresource", a.subresource), ("uid", uid),
                          ("resourceVersion", rv)):
                 if v:
@@ -393,6 +398,9 @@ class AuditLog:
         if attrs.resource_request:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,
                    "apiGroup": attrs.group, "apiVersion": attrs.version, "subresource": attrs.subresource}
+            if stage != RECEIVED and code is not None and code >= 300 and attrs.verb in _OBJECT_VERBS:
+                ref["namespace"], ref["name"], ref["uid"], ref["resourceVersion"] = _asked(
+                    _request_body(request), attrs.namespace, attrs.name)
         strip = _without_managed_fields if d.omit_managed_fields else _same
         user, requester = request.get(USER), request.get(REQUESTER)
         return event_dict(
@@ -429,6 +437,11 @@ class AuditLog:
         md = body.get("metadata") if code < 300 and body.get("kind") != "Status" else None
         if not isinstance(md, dict):
             md = None
+        uid = rv = ""
+        if md is None and verb in _OBJECT_VERBS:
+            namespace, name, uid, rv = _asked(sent, ref.get("namespace", ""), name)
+            if namespace:
+                ref["namespace"] = namespace
         if name or md is not None and (name := md.get("name", "")):
             ref["name"] = name
         if group:
@@ -438,10 +451,11 @@ class AuditLog:
         if subresource:
             ref["subresource"] = subresource
         if md is not None:
-            if uid := md.get("uid", ""):
-                ref["uid"] = uid
-            if rv := md.get("resourceVersion", ""):
-                ref["resourceVersion"] = rv
+            uid, rv = md.get("uid", ""), md.get("resourceVersion", "")
+        if uid:
+            ref["uid"] = uid
+        if rv:
+            ref["resourceVersion"] = rv
         status = {"metadata": {}, "code": code}
         if code >= 400 and body.get("kind") == "Status":
             for k in ("status", "message", "reason"):
@@ -739,6 +753,18 @@ def event_dict(*, level: str, stage: str, audit_id: str, uri: str, verb: str, us
     event["stageTimestamp"] = stamp
     event["annotations"] = annotations
     return event
+
+
+def _asked(obj, namespace: str, name: str) -> tuple[str, str, str, str]:
+    """The namespace, name, uid and resourceVersion of a failed create's or update's objectRef: upstream
+    completes the ref from the body once it is decoded (LogRequestObject), before the write can fail,
+    so a create refused as AlreadyExists or Invalid names the object it asked for. Those the URL gave
+    stand; a body that did not decode (or is not an object) adds nothing."""
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(md, dict):
+        return namespace, name, "", ""
+    got = [v if isinstance(v := md.get(k), str) else "" for k in ("namespace", "name", "uid", "resourceVersion")]
+    return namespace or got[0], name or got[1], got[2], got[3]
 
 
 def _same(obj):
