@@ -97,6 +97,17 @@ def _st(rs: dict, field: str) -> int:
     return (rs.get("status") or {}).get(field, 0)
 
 
+def _progressed(before: dict, after: dict) -> bool:
+    """Upstream's DeploymentProgressing: more updated, ready or available replicas, or fewer old ones,
+    than the last status reported (a count that only fell is no progress)."""
+    def n(st: dict, field: str) -> int:
+        return st.get(field, 0)
+    return (n(after, "updatedReplicas") > n(before, "updatedReplicas")
+            or n(after, "replicas") - n(after, "updatedReplicas") < n(before, "replicas") - n(before, "updatedReplicas")
+            or n(after, "readyReplicas") > n(before, "readyReplicas")
+            or n(after, "availableReplicas") > n(before, "availableReplicas"))
+
+
 def terminating_replicas(rss: list[dict]) -> int | None:
     """GetTerminatingReplicaCountForReplicaSets: the sets' status.terminatingReplicas summed. A set its
     controller never synced (no observedGeneration) adds none; a synced one without the field makes the
@@ -499,7 +510,7 @@ class DeploymentController(Controller):
         st["conditions"] = self._replica_failure(st, new_rs, old)
         st["conditions"] = self._paused_condition(d, st)
         if new_rs and not d["spec"].get("paused"):
-            st["conditions"] = self._progress(d, st, new_rs, old)
+            st["conditions"] = self._progress(d, cur.get("status") or {}, st, new_rs, old)
         if st != (cur.get("status") or {}):
             try:
                 await self._write_status(cur, {**cur, "status": st})
@@ -530,29 +541,25 @@ class DeploymentController(Controller):
             return self._with_condition(st, "Progressing", "Unknown", "DeploymentResumed", "Deployment is resumed")
         return list(st.get("conditions") or [])
 
-    def _progress(self, d: dict, st: dict, new_rs: dict, old: list[dict]) -> list[dict]:
+    def _progress(self, d: dict, before: dict, st: dict, new_rs: dict, old: list[dict]) -> list[dict]:
+        """Progressing as upstream's syncRolloutStatus: untouched once a rollout completed with nothing
+        left to replace (a scale keeps NewReplicaSetAvailable and its message); else complete, then any
+        progress since the last status `before` (which ends a ProgressDeadlineExceeded: a rollback out
+        of a stuck rollout is progressing again), then the deadline, counted from the last progress."""
         name = new_rs["metadata"]["name"]
+        prog = find_condition(st.get("conditions"), "Progressing")
+        if prog and prog.get("reason") == "NewReplicaSetAvailable" and st.get("replicas", 0) == st.get("updatedReplicas", 0):
+            return list(st.get("conditions") or [])
         if self._complete(d, new_rs, old):
             return self._with_condition(st, "Progressing", "True", "NewReplicaSetAvailable",
                                         f'ReplicaSet "{name}" has successfully progressed.')
-        prog = find_condition(st.get("conditions"), "Progressing")
-        deadline = d["spec"].get("progressDeadlineSeconds", 600)
-        if prog and prog.get("reason") == "ProgressDeadlineExceeded":
-            return list(st.get("conditions") or [])
-        if prog and prog["status"] == "True" and prog.get("reason") != "NewReplicaSetAvailable":
-            since = parse_time(prog["lastUpdateTime"])
+        if _progressed(before, st):
+            return self._with_condition(st, "Progressing", "True", "ReplicaSetUpdated",
+                                        f'ReplicaSet "{name}" is progressing.', touch=True)
+        if prog and prog.get("reason") not in ("NewReplicaSetAvailable", "ProgressDeadlineExceeded"):
+            since, deadline = parse_time(prog["lastUpdateTime"]), d["spec"].get("progressDeadlineSeconds", 600)
             if self.clock.now() - since > deadline:
                 return self._with_condition(st, "Progressing", "False", "ProgressDeadlineExceeded",
                                             f'ReplicaSet "{name}" has timed out progressing.')
             self.queue.add_after(key_of(d), max(0.0, since + deadline - self.clock.now()) + 0.05)
-        changed = prog is None or prog.get("reason") == "NewReplicaSetAvailable" and not self._complete(d, new_rs, old)
-        if changed or self._moved(d, new_rs, old):
-            return self._with_condition(st, "Progressing", "True", "ReplicaSetUpdated",
-                                        f'ReplicaSet "{name}" is progressing.', touch=True)
         return list(st.get("conditions") or [])
-
-    def _moved(self, d: dict, new_rs: dict, old: list[dict]) -> bool:
-        """Replica counts changed since the last status: the rollout made progress."""
-        st = d.get("status") or {}
-        return (st.get("updatedReplicas", 0) != _st(new_rs, "replicas")
-                or st.get("availableReplicas", 0) != sum(_st(r, "availableReplicas") for r in old + [new_rs]))

@@ -116,6 +116,67 @@ async def test_unavailable_replicas_count_every_replicaset_replica_not_available
     assert (st["availableReplicas"], st.get("unavailableReplicas")) == (2, 1)
 
 
+async def test_a_rollback_out_of_a_stuck_rollout_is_progressing_again(env):
+    """syncRolloutStatus weighs progress before the deadline: rolling a rollout that exceeded its
+    progressDeadlineSeconds back to its ready ReplicaSet (`kubectl rollout undo`) reports progress, so
+    `kubectl rollout status` no longer fails on a ProgressDeadlineExceeded kept until the end."""
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    d = deployment(replicas=2)
+    d["spec"]["progressDeadlineSeconds"] = 1
+    await deps.create(d)
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+
+    async def exceeded():
+        got = await deps.get("web", "default")
+        st = got.get("status") or {}
+        cond = next((c for c in st.get("conditions") or [] if c["type"] == "Progressing"), {})
+        return got if cond.get("reason") == "ProgressDeadlineExceeded" else None
+    stuck = await eventually(exceeded)
+    _, rv = await deps.list("default")
+    stream = await deps.watch("default", rv)
+    seen: list[tuple[str, str]] = []
+
+    async def collect():
+        async for _, obj in stream:
+            st = obj.get("status") or {}
+            if st.get("observedGeneration") == stuck["metadata"]["generation"] + 1:
+                seen.extend((c["status"], c["reason"]) for c in st.get("conditions") or [] if c["type"] == "Progressing")
+    collector = asyncio.create_task(collect())
+    try:
+        await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}})
+        await eventually(lambda: rollout_done(client, "3"))
+
+        async def reported_done():
+            return seen and seen[-1] == ("True", "NewReplicaSetAvailable")
+        await eventually(reported_done)
+    finally:
+        collector.cancel()
+    assert set(seen) <= {("True", "ReplicaSetUpdated"), ("True", "NewReplicaSetAvailable")}, seen
+
+
+async def test_scaling_a_completed_deployment_keeps_its_progressing_condition(env):
+    """A scale is no rollout: upstream's sync writes the counts only, and syncRolloutStatus leaves the
+    NewReplicaSetAvailable of a deployment with one ReplicaSet as it is, message and times included
+    (`kubectl describe deploy` after `kubectl scale`)."""
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    await deps.create(deployment(replicas=2))
+    _, conds = await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"replicas": 3}})
+
+    async def counted():
+        got = await deps.get("web", "default")
+        st = got.get("status") or {}
+        return st if st.get("observedGeneration") == got["metadata"]["generation"] and st.get("replicas") == 3 else None
+    st = await eventually(counted)
+    assert st.get("availableReplicas") == 2
+    assert next(c for c in st["conditions"] if c["type"] == "Progressing") == conds["Progressing"]
+    _, done = await eventually(lambda: rollout_done(client, "1"))
+    assert done["Progressing"] == conds["Progressing"]
+
+
 async def test_template_back_to_revision_one_revives_its_replicaset_with_history_and_events(env):
     client = env
     deps = client.resource("apps", "v1", "deployments")

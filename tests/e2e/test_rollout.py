@@ -163,3 +163,23 @@ def test_a_completed_rollout_back_to_an_old_replica_set_keeps_progressings_messa
     assert _image(cluster, "quiet") == "busybox:1.36"
     assert (after["status"], after["reason"], after["message"], after["lastUpdateTime"]) == \
         ("True", "NewReplicaSetAvailable", second["message"], second["lastUpdateTime"])
+
+
+def test_rolling_back_a_rollout_stuck_past_its_progress_deadline_rolls_out(cluster):
+    """An image that cannot be pulled: the rollout exceeds progressDeadlineSeconds and `rollout status`
+    says so; `rollout undo` back to the ready ReplicaSet is progress (upstream's syncRolloutStatus
+    weighs it before the deadline), so the next `rollout status` waits for it and succeeds."""
+    d = _deployment("stuck", "busybox:1.36")
+    d["spec"]["progressDeadlineSeconds"] = 2
+    cluster.kubectl("create", "-f", "-", input=json.dumps(d))
+    _rollout_done(cluster, "stuck")
+    cluster.kubectl("patch", "deployment/stuck", "-p", json.dumps(
+        {"spec": {"template": {"metadata": {"annotations": {"sim.nanokube.io/pull-error": "not-found"}},
+                               "spec": {"containers": [{"name": "main", "image": "busybox:stuck"}]}}}}))
+    failed = cluster.kubectl("rollout", "status", "deployment/stuck", "--timeout=60s", check=False, timeout=70)
+    assert (failed.returncode, failed.stderr) == (1, 'error: deployment "stuck" exceeded its progress deadline\n')
+    assert cluster.kubectl("rollout", "undo", "deployment/stuck").stdout == "deployment.apps/stuck rolled back\n"
+    assert _rollout_done(cluster, "stuck").endswith('deployment "stuck" successfully rolled out\n')
+    progressing = next(c for c in cluster.kubectl_json("get", "deployment", "stuck")["status"]["conditions"]
+                       if c["type"] == "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("True", "NewReplicaSetAvailable")
