@@ -131,6 +131,14 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
+    try:
+        compaction_interval = goduration.parse(args.etcd_compaction_interval, "--etcd-compaction-interval")
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    if compaction_interval < 0:
+        print("nanokube: --etcd-compaction-interval must not be negative", file=sys.stderr)
+        return 2
     from .apiserver.encryption import options as encryption_options
 
     try:
@@ -225,7 +233,7 @@ async def _up(args: argparse.Namespace) -> int:
     # --port 0: the server binds port 0 and reports the kernel's pick as server.port (no probe first,
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
-                       workers=args.api_workers,
+                       workers=args.api_workers, compaction_interval=compaction_interval,
                        advertise=advertise,
                        jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout,
                        audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_options=audit_log,
@@ -270,6 +278,7 @@ async def _up(args: argparse.Namespace) -> int:
                           audit_options.worker_argv(args) + auth_options.worker_argv(args) + logs.worker_argv(args)
                           + kubelet_options.worker_argv(args) + pki_options.worker_argv(args)
                           + encryption_options.worker_argv(args)
+                          + ["--etcd-compaction-interval", args.etcd_compaction_interval]
                           + (["--tracing-config-file", os.path.abspath(args.tracing_config_file)]
                              if args.tracing_config_file else []),
                           args.feature_gates, args.runtime_config,
@@ -516,6 +525,10 @@ def _add_up_parser(sub) -> None:
                          "'' disables)")
     up.add_argument("--event-ttl", default="1h", metavar="DURATION",
                     help="how long an Event lives after its last write (Go duration, e.g. 90s, 5m; default 1h)")
+    up.add_argument("--etcd-compaction-interval", default="5m", metavar="DURATION",
+                    help="The interval of compaction requests. If 0, the compaction request from apiserver is "
+                         "disabled. A continue token or a list at an exact resourceVersion older than the "
+                         "store's compacted revision is 410 Expired (Go duration; default 5m, as kube-apiserver)")
     up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
                     help="a watch without timeoutSeconds is served a random time from this to twice this many "
                          "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")

@@ -337,7 +337,8 @@ class APIServer:
         for controller in (self.authentication, self.authorization, self.encryption):
             if controller is not None:
                 controller.start()
-        self._tasks.append(asyncio.create_task(self._compactor()))
+        if self.compaction_interval > 0:  # 0 turns it off, as kube-apiserver's
+            self._tasks.append(asyncio.create_task(self._compactor()))
         self._tasks.append(asyncio.create_task(self._count_objects()))
         self.ready = True
 
@@ -480,16 +481,19 @@ class APIServer:
                 raise
 
     async def _compactor(self) -> None:
-        """Keep the store's history bounded, as kube-apiserver compacts etcd."""
-        last = await self.store.current_revision()
+        """kube-apiserver's compactor (--etcd-compaction-interval): each interval, the store forgets
+        its history up to the revision the previous round saw (none in the first), so a continue
+        token or an Exact list reaches one to two intervals back before it is 410 Expired."""
+        turn = rev = 0
         while True:
             await self.clock.sleep(self.compaction_interval)
             try:
-                if last > self.store.compacted_revision:
-                    await self.store.compact(last)
-                last = await self.store.current_revision()
-            except Exception:
-                log.exception("compaction failed")
+                turn, rev, compacted = await self.store.compaction_round(turn, rev)
+            except Exception as e:
+                log.error("store compaction failed: %s", e)
+                continue
+            if compacted:
+                self.cache.compact(compacted)
 
     def _health_answered(self, path: str, resp: web.Response, seconds: float) -> None:
         """/healthz, /livez or /readyz in the request metrics, as upstream's InstrumentHandlerFunc

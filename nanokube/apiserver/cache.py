@@ -449,6 +449,8 @@ class WatchCache:
         self._keys: dict[str, SortedList] = {}
         self._events: deque[CacheEvent] = deque()
         self._oldest = 0  # lists at an earlier revision may read any rev >= this
+        #: the store's revision last compacted (`compact`): no list reads an earlier one
+        self._compacted = 0
         #: each bucket's watchers in the order they started (a dict, not a set: a set of objects iterates in
         #: address order, which differs run to run, and the order watchers are handed an event decides
         #: which of their tasks runs first; `nanokube simulate` must repeat)
@@ -1173,6 +1175,8 @@ class WatchCache:
         (upstream's cacher serves such a list from its snapshot at `rev`, which it keeps as long as
         its history), else from the window of all resources' events (etcd's history, which upstream
         then asks)."""
+        if rev < self._compacted:
+            raise Compacted(rev, self._compacted)
         if rev >= self._reach(rp):
             events = self._history.get(rp, ())
         elif rev >= self._oldest:
@@ -1259,7 +1263,18 @@ class WatchCache:
 
     def reaches(self, prefix: str, rev: int) -> bool:
         """Whether a list of `prefix` at revision `rev` (not newer than the cache's) can be served (`scan`)."""
-        return rev >= self._oldest or rev >= self._reach(_bucket(prefix))
+        return rev >= self._compacted and (rev >= self._oldest or rev >= self._reach(_bucket(prefix)))
+
+    def compact(self, rev: int) -> None:
+        """The store forgot its history up to `rev` (the API server's compactor): a list at an earlier
+        revision (a continue token's, an Exact one) is 410 Expired from now on, however far back the
+        window or its resource's history reach, as upstream's cacher drops its snapshots older than
+        etcd's compacted revision and etcd refuses the rest. Watches still resume from a resource's
+        history, which upstream's compaction leaves alone too."""
+        self._compacted = max(self._compacted, rev)
+        events = self._events
+        while events and events[0].rev <= rev:
+            self._oldest = events.popleft().rev
 
     def add_watcher(self, w: Watcher) -> None:
         self._watchers.setdefault(_bucket(w.prefix), {})[w] = None

@@ -812,9 +812,13 @@ class GenericREST:
             raise errors.bad_request("specifying resource version is not allowed when using continue")
         if resource_version == "0" and not continue_:
             limit = 0  # the watch cache's computeListLimit: "the limit is ignored for requests that set RV == 0"
+        # a page at a resourceVersion without a match is at that exact revision (ValidateListOptions'
+        # legacy case), as a continue token's pages are
+        exact = resource_version_match == "Exact" or bool(limit and not resource_version_match
+                                                          and resource_version not in ("", "0"))
         if resource_version not in ("", "0"):
             want = _revision(resource_version)
-            if resource_version_match == "Exact" and want != self.cache.rev:
+            if exact and want != self.cache.rev:
                 # an exact revision the cache cannot serve is etcd's to answer, as the cacher delegates it:
                 # a future one is GetList's ErrFutureRev (504, no retry hint), a compacted one ErrCompacted
                 if want > self.cache.rev:
@@ -839,7 +843,7 @@ class GenericREST:
             await self.cache.sync()
             if at > self.cache.rev:
                 raise _too_large_resource_version(at, self.cache.rev, retry=0)
-        if resource_version_match == "Exact":
+        if exact:
             at = want  # the collection as it was then, answered with that revision (and paged at it)
         # without selectors a page needs only its own entries (and one more, to know there are more);
         # a continued list reads the revision its first page did (rv -1: the latest, as upstream's)

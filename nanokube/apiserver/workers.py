@@ -243,7 +243,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from . import audit_options, auth_options, kubelet_options, pki_options
     from .audit_policy import load as load_audit_policy
     from .encryption import options as encryption_options
-    from ..machinery import featuregates
+    from ..machinery import featuregates, goduration
     from ..registry.base import all_resources
     from .runtime_config import from_flag
 
@@ -257,6 +257,7 @@ async def _serve(args: argparse.Namespace) -> int:
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
                        jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout,
+                       compaction_interval=goduration.parse(args.etcd_compaction_interval),
                        runtime_config=from_flag(args.runtime_config, all_resources()) if args.runtime_config else None,
                        audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None,
                        # (up's audit flags, already validated; none to read where there is no audit)
@@ -342,6 +343,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--advertise-address", default="", help="worker 0's advertised address")
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
     p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
+    p.add_argument("--etcd-compaction-interval", default="5m", help="up's (already validated)")
     p.add_argument("--audit-policy-file", default="", help="up's")
     p.add_argument("--feature-gates", default="", help="up's")
     p.add_argument("--runtime-config", default="", help="up's")

@@ -43,6 +43,8 @@ _API_PREFIXES = ("/v3", "/v3beta")
 log = logging.getLogger(__name__)
 _GRPC_UNAVAILABLE = 14
 _WHOLE_KEYSPACE = "\0"
+#: the key kube-apiserver's compactor keeps its rounds in, outside /registry/ (see compaction_round)
+COMPACT_REV_KEY = "compact_rev_key"
 
 
 def _b64(data: bytes | str) -> str:
@@ -282,6 +284,26 @@ class EtcdStore(Store):
             if "has been compacted" not in e.message:
                 raise
         self._compacted = max(self._compacted, revision)
+
+    async def compaction_round(self, turn: int, revision: int) -> tuple[int, int, int]:
+        """kube-apiserver's round, taken by one of the API servers sharing this etcd: the version of
+        the key `compact_rev_key` is the rounds' count; the server whose count matches it bumps it
+        (writing `revision` there) and compacts, the others learn the count, and the revision last
+        compacted, from the key. So etcd is compacted once an interval however many servers share it."""
+        key = _b64(COMPACT_REV_KEY)
+        resp = await self._txn([{"key": key, "target": "VERSION", "result": "EQUAL", "version": str(turn)}],
+                               [{"request_put": {"key": key, "value": _b64(str(revision))}}],
+                               [{"request_range": {"key": key}}])
+        current = int(resp["header"]["revision"])
+        if not resp.get("succeeded"):
+            kv = resp["responses"][0]["response_range"]["kvs"][0]
+            compacted = int(_unb64(kv.get("value")) or 0)
+            self._compacted = max(self._compacted, compacted)
+            return int(kv.get("version", 0)), current, compacted
+        if revision:
+            await self.compact(revision)
+            log.debug("etcd: compacted rev (%d), endpoints (%s)", revision, ",".join(self.endpoints))
+        return turn + 1, current, revision
 
     @property
     def compacted_revision(self) -> int:

@@ -117,6 +117,9 @@ class InstrumentedStore(Store):
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)
 
+    async def compaction_round(self, turn: int, revision: int) -> tuple[int, int, int]:
+        return await self.inner.compaction_round(turn, revision)
+
     @property
     def compacted_revision(self) -> int:
         return self.inner.compacted_revision

@@ -139,6 +139,16 @@ class Store(abc.ABC):
     async def compact(self, revision: int) -> None:
         """Forget history at or below `revision` (current values stay)."""
 
+    async def compaction_round(self, turn: int, revision: int) -> tuple[int, int, int]:
+        """One round of kube-apiserver's compactor (apiserver/app.py's `_compactor`): compact at
+        `revision`, the store's revision the previous round returned (none at 0, the first round).
+        Returns the next round's `turn`, the store's current revision and the revision compacted
+        (0: none). This default serves a store no other API server compacts; etcd's coordinates them."""
+        current = await self.current_revision()
+        if revision:
+            await self.compact(revision)
+        return turn + 1, current, revision
+
     def size(self) -> int | None:
         """The database's allocated bytes as last known, what apiserver_storage_size_bytes reports
         (etcd's Status dbSize); None where there is no database file (the memory store). Called
