@@ -30,7 +30,7 @@ start-up, so the API server's metrics APIs and the in-process HPA agree.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import orjson
@@ -152,7 +152,7 @@ class MetricsProvider:
             got = simulated_usage(pod)
         for charge in self.memory_charges:
             if extra := charge(pod):
-                got = {name: Usage(u.cpu, u.memory + extra.get(name, 0)) for name, u in got.items()}
+                got = {name: replace(u, memory=u.memory + extra.get(name, 0)) for name, u in got.items()}
         return got
 
     def _stamp(self) -> tuple[str, str]:

@@ -58,6 +58,9 @@ FAULT_LEFT = Fraction(1, 2)
 class Usage:
     cpu: int  # millicores
     memory: int  # bytes
+    #: the container's processes: a simulated one runs one (as its `ps` shows), a process runtime's
+    #: those of its session, as its cgroup's process count (the pod's process_stats, node rlimit) has them
+    processes: int = 1
 
 
 def _amount(value, scale: int) -> int | None:

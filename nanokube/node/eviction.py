@@ -22,8 +22,8 @@ layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `ec
 and log files (what they wrote to stdout and stderr, as CRI log files), and their etc-hosts
 files, with the inodes of all these against the node's (one per 16 KiB of its ephemeral
 storage); the images' filesystem is the node's, so imagefs.available and imagefs.inodesFree
-observe what nodefs's do (crossed first at upstream's default 15%); one process per running
-container for PIDs. volumes/stats.local_usage counts the disk for
+observe what nodefs's do (crossed first at upstream's default 15%); for PIDs, the processes of
+the running containers (one each for a simulated container; a process runtime's, its session's). volumes/stats.local_usage counts the disk for
 the summary too, which serves an emptyDir's count from its last minute's measurement where this
 counts it at each pass, and adds the configMap volumes the kubelet wrote on disk, which this
 leaves out (measuring them is a walk of the node's disk). On the process runtime the emptyDirs of the pods with a storage limit
@@ -162,7 +162,7 @@ class PodStats:
     def of(cls, pod: dict, usage: dict[str, Usage], local: LocalUsage) -> PodStats:
         """A running pod's stats from its containers' usage and what it holds on the node
         (volumes/stats.local_usage), as the summary counts them both."""
-        return cls({name: u.memory for name, u in usage.items()}, local.total, len(usage),
+        return cls({name: u.memory for name, u in usage.items()}, local.total, sum(u.processes for u in usage.values()),
                    local.empty_dirs | local.tmpfs, {name: used + local.logs[name] for name, used in local.rootfs.items()},
                    tmpfs_charges(pod, local.tmpfs, usage).get("", 0), local.inodes)
 

@@ -402,7 +402,8 @@ class KubeletServer:
             for pod in pods])
 
     async def _summary(self) -> web.Response:
-        """statsapi.Summary: the node's and each running pod's CPU and memory, and the pods' volumes."""
+        """statsapi.Summary: the node's and each running pod's CPU and memory, the pods' volumes,
+        ephemeral storage and processes, and the node's filesystems and processes."""
         now, clock = self.agent.clock.now(), self.agent.clock
         stamp = clock.rfc3339()
         node_cpu, node_mem, node_core_s = SYSTEM_CPU, SYSTEM_MEMORY, self._system_cpu_seconds(now)
@@ -438,6 +439,8 @@ class KubeletServer:
                 used = local.total - sum(local.empty_dirs.values()) + \
                     sum(v["usedBytes"] for v in volume or () if v["name"] in ephemeral)
                 pods[-1]["ephemeral-storage"] = {"time": stamp, "usedBytes": used}
+            # the pod cgroup's processes (cadvisorInfoToProcessStats), which the eviction manager ranks by
+            pods[-1]["process_stats"] = {"process_count": pod_stats.processes}
         capacity = _bytes(self.agent.spec.capacity.get("memory"))
         node_mem = self._node_memory(node_mem)
         node_memory = _memory(stamp, node_mem)

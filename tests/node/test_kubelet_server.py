@@ -90,6 +90,7 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert summary["pods"][0]["containers"][0]["rootfs"] == {"time": clock.rfc3339(), "usedBytes": 8192}
     assert summary["pods"][0]["containers"][0]["logs"] == {"time": clock.rfc3339(), "usedBytes": 12288}
     assert summary["pods"][0]["ephemeral-storage"] == {"time": clock.rfc3339(), "usedBytes": 8192 + 12288 + 4096}
+    assert summary["pods"][0]["process_stats"] == {"process_count": 1}  # a simulated container's one process
     # the node's filesystem (the images' too: a simulated image takes no disk), its inodes (one per
     # 16 KiB of it) less the pod's files: /tmp/out, two log files, etc-hosts; and its processes
     fs = {"time": clock.rfc3339(), "capacityBytes": 2**30, "availableBytes": 2**30 - 24576, "usedBytes": 24576,

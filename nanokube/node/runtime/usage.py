@@ -1,8 +1,8 @@
 """Measured usage of process containers, as the kubelet's resource metrics
 report it to metrics-server: CPU as the rate of the container's cumulative
-CPU time between two samples, memory as its resident set. A container is
-its process session (every container's command leads a session of its own;
-its launcher, a shim outside it, is not counted), read from /proc."""
+CPU time between two samples, memory as its resident set, and its processes.
+A container is its process session (every container's command leads a session
+of its own; its launcher, a shim outside it, is not counted), read from /proc."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 MIN_INTERVAL = 1.0
 
 
-def session_stats(sessions: set[int]) -> dict[int, tuple[int, int]]:
-    """Per session id: (CPU clock ticks used, reaped children's included; resident bytes)."""
+def session_stats(sessions: set[int]) -> dict[int, tuple[int, int, int]]:
+    """Per session id: (CPU clock ticks used, reaped children's included; resident bytes; processes)."""
     out: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -30,10 +30,11 @@ def session_stats(sessions: set[int]) -> dict[int, tuple[int, int]]:
         fields = stat[stat.rfind(b")") + 2:].split()
         sid = int(fields[3])
         if sid in sessions:
-            t = out.setdefault(sid, [0, 0])
+            t = out.setdefault(sid, [0, 0, 0])
             t[0] += sum(int(x) for x in fields[11:15])
             t[1] += int(fields[21]) * PAGE_SIZE
-    return {sid: (ticks, rss) for sid, (ticks, rss) in out.items()}
+            t[2] += 1
+    return {sid: (ticks, rss, n) for sid, (ticks, rss, n) in out.items()}
 
 
 class CPUSamples:
@@ -59,6 +60,6 @@ def measure(containers, now: float) -> dict[str, Usage]:
     stats = session_stats({c.pid for c in running})
     out = {}
     for c in running:
-        ticks, rss = stats.get(c.pid, (0, 0))
-        out[c.name] = Usage(c.cpu.rate(ticks, now), rss)
+        ticks, rss, processes = stats.get(c.pid, (0, 0, 0))
+        out[c.name] = Usage(c.cpu.rate(ticks, now), rss, processes)
     return out

@@ -4,13 +4,17 @@ restarted per its restartPolicy; a cpu limit is a CFS quota that throttles; each
 sits below its QoS class's, and goes with the pod."""
 
 import asyncio
+import json
 import os
 import re
 import resource
 import sys
+from types import SimpleNamespace
 
 import pytest
+from multidict import CIMultiDict
 
+from nanokube.metrics.provider import MetricsProvider
 from nanokube.node.runtime import limits, stdio
 from nanokube.node.runtime.limits import Limits, Settings, qos_parent
 from tests.controllers import eventually
@@ -394,3 +398,24 @@ async def test_a_container_has_containerds_open_files_limit(tmp_path):
         assert int(hard) == min(524288, resource.getrlimit(resource.RLIMIT_NOFILE)[1]) or int(hard) == 524288, hard
         await pods.delete("files", "default")
         await eventually(gone(pods, "files"))
+
+
+async def test_the_summary_counts_each_containers_processes(tmp_path, monkeypatch):
+    """The pod's process_stats and the node's rlimit (what pid.available observes) count the
+    processes its containers run (their sessions'), not one per container: a shell with two
+    background sleeps is three."""
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, mgr):
+        monkeypatch.setattr(MetricsProvider, "usage_sources", (rt.usage,))  # as `nanokube up` measures them
+        pods = client.resource("", "v1", "pods")
+        await pods.create(pod("jobs", ["sh", "-c", "trap 'exit 143' TERM; sleep 300 & sleep 300 & wait"], grace=0))
+        await eventually(status_of(pods, "jobs", lambda st: st.get("phase") == "Running"))
+        kubelet = mgr.kubelet_for("gpu-0")
+
+        async def summary():
+            got = json.loads((await kubelet.serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
+                                                  "/stats/summary")).text)
+            return got if got["pods"] and got["pods"][0]["process_stats"]["process_count"] == 3 else None
+        got = await eventually(summary)
+        assert got["node"]["rlimit"]["curproc"] == 3
+        await pods.delete("jobs", "default")
+        await eventually(gone(pods, "jobs"))
