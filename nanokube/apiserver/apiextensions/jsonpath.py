@@ -4,11 +4,13 @@
 The table convertor parses `{<jsonPath>}` with missing keys allowed and shows the first value the
 first action finds; any evaluation error leaves the cell empty. The dialect is not RFC 9535's, so no
 JSONPath library fits: `['a.b']` is re-read as `.a.b` (two fields; `\\.` escapes a dot in a field),
-`[*]` is the slice `[:]` and fails on a map while `.*` takes a map's values in key order, `[-1]`
-counts from the end, a slice past the bounds or with a step under 1 is an error, `..` yields every
-non-empty map and list, and a filter takes a list only and compares through Go's template rules:
-an integer with an integer, a float with a float, a string with a string; any other pair (1 against
-2.5, a bool ordered) is an error that fails the whole path. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
+`[*]` is the slice `[:]` and fails on a map while `.*` takes a map's values in key order and a
+string's UTF-8 bytes (Go's uint8s: a string column prints their number, other columns nothing),
+`[-1]` counts from the end, a slice past the bounds or with a step under 1 is an error, `..` yields
+every non-empty map, list and string (a string's bytes are no containers), and a filter takes a
+list only and compares through Go's template rules: an integer with an integer, a float with a
+float, a string with a string; any other pair (1 against 2.5, a bool ordered) is an error that fails
+the whole path. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
 """
 
 from __future__ import annotations
@@ -246,11 +248,20 @@ def field_path(expr: str) -> list[str] | None:
     return [n[1] for n in nodes[0][1]]
 
 
+class Byte(int):
+    """One byte of a string under `.*` (Go's uint8): an integer in filters (template compares signed
+    and unsigned integers), a number in a string cell, no int64 for an integer or number column."""
+
+    __slots__ = ()
+
+
 def _children(v: Any) -> list[Any] | None:
     if isinstance(v, dict):
         return [v[k] for k in sorted(v)]
     if isinstance(v, list):
         return v
+    if isinstance(v, str):
+        return [Byte(b) for b in v.encode()]
     return None
 
 
@@ -336,11 +347,15 @@ def _filter(cur: list[Any], left: tuple, right: tuple, op: str) -> list[Any]:
 
 
 def _recursive(cur: list[Any]) -> list[Any]:
-    """Every non-empty map and list at or under `cur`, depth first, maps in key order."""
+    """Every non-empty map, list and string at or under `cur`, depth first, maps in key order (a
+    string has its bytes for children, which have none)."""
     found, stack = [], list(reversed(cur))
     while stack:
         v = stack.pop()
-        if kids := _children(v):
+        if isinstance(v, str):
+            if v:
+                found.append(v)
+        elif kids := _children(v):
             found.append(v)
             stack.extend(reversed(kids))
     return found

@@ -74,7 +74,7 @@ def _cell(path: jsonpath.Path, typ: str) -> Callable[[Obj], Any]:
         v = found[0]
         if v is None:
             return "<no value>" if typ == "string" else None
-        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        number = isinstance(v, (int, float)) and not isinstance(v, (bool, jsonpath.Byte))  # (a uint8 is no int64)
         if typ == "string":
             if isinstance(v, (dict, list)):  # json.Marshal: keys sorted, HTML characters escaped
                 return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode().translate(_GO_JSON_ESCAPES)

@@ -131,3 +131,36 @@ async def test_client_go_jsonpath_columns_and_columns_stop_at_one_the_table_cann
         table = await _table(c, f"{things}/t")
         assert [d["name"] for d in table["columnDefinitions"]] == ["Name"] + [n for n, _, _ in DIALECT]
         assert table["rows"][0]["cells"] == ["t"] + [cell for _, _, cell in DIALECT]
+
+
+async def _kubectl_cells(tmp_path, columns: list[tuple[str, str, str]], spec: dict) -> tuple[list[str], list[str]]:
+    """A Thing CRD with `columns` (name, type, jsonPath) and one Thing of `spec`: the column names and
+    the cells `kubectl get things -o wide` prints for it (an empty cell as "")."""
+    async with served(tmp_path) as (_, c):
+        body = crd()
+        body["spec"]["versions"][0]["additionalPrinterColumns"] = [
+            {"name": n, "type": t, "jsonPath": p} for n, t, p in columns]
+        await call(c, "POST", CRDS, body)
+        await _create_once_served(c, f"/apis/{GROUP}/v1/namespaces/default/things", {
+            "apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": spec})
+        out = await asyncio.to_thread(subprocess.run, [
+            KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "things", "-o", "wide"],
+            capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    head, row = out.stdout.splitlines()
+    names = head.split()
+    cut = [head.index(n) for n in names]
+    return names, [row[a:b].strip() for a, b in zip(cut, cut[1:] + [len(row)])]
+
+
+async def test_strings_under_wildcard_and_recursive_descent_as_client_go_walks_them(tmp_path):
+    """client-go's `.*` ranges over a string's bytes (Go's uint8s, which a string column prints as
+    numbers and an integer column, wanting an int64, leaves empty) and `..` yields every non-empty
+    string beside the maps and lists; both found nothing in a string before."""
+    names, cells = await _kubectl_cells(tmp_path, [
+        ("Deep", "string", ".spec.name.."), ("Byte", "string", ".spec.name.*"), ("Int", "integer", ".spec.name.*"),
+        ("Tags", "string", ".spec.tags...*"), ("Empty", "string", ".spec.none..")],
+        {"name": "é", "tags": ["ab"], "none": ""})
+    assert names == ["NAME", "DEEP", "BYTE", "INT", "TAGS", "EMPTY"]
+    assert cells == ["t", "é", "195", "", "ab", ""]
+
