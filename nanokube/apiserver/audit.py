@@ -68,6 +68,9 @@ _NOTHING = Decision(NONE)
 _ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
 #: the levels that log the request's body
 _BODIES = frozenset({REQUEST, REQUEST_RESPONSE})
+#: WithCacheControl's Cache-Control, on the response before any handler runs: a handler's own
+#: replaces it (Header.Set); a proxied answer's follows it (ReverseProxy copies with Header.Add)
+NO_CACHE = "no-cache, private"
 #: the verbs whose body is the object written, which completes the objectRef (see _asked)
 _OBJECT_VERBS = frozenset({"create", "update"})
 _ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
@@ -582,7 +585,7 @@ class AuditedRequest(keepalive.Request):
             headers[_AUDIT_ID_HEADER] = value
         keepalive.unbranded(headers)  # (aiohttp's own path names itself; Go's server names none)
         # WithCacheControl: no answer may be kept by a cache unless its handler said otherwise
-        headers.setdefault(hdrs.CACHE_CONTROL, "no-cache, private")
+        headers.setdefault(hdrs.CACHE_CONTROL, NO_CACHE)
         if self._match_info is not None:  # routed by the application: its on_response_prepare signal
             await web.Request._prepare_hook(self, response)
 

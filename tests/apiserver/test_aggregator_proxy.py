@@ -391,14 +391,15 @@ async def test_informational_answers_of_an_extension_server_reach_the_client(tmp
             await runner.cleanup()
 
 
-async def test_a_proxied_answer_carries_the_pf_headers_before_the_extension_servers(tmp_path):
-    """WithPriorityAndFairness sets the matched FlowSchema's and level's UIDs before the proxy runs, and
-    httputil.ReverseProxy adds the backend's headers to them: a streamed answer has ours, then an
-    extension server's own (one with APF of its own answers with its UIDs too)."""
+async def test_a_proxied_answer_carries_the_pf_and_cache_headers_before_the_extension_servers(tmp_path):
+    """WithPriorityAndFairness sets the matched FlowSchema's and level's UIDs, and WithCacheControl
+    `no-cache, private`, before the proxy runs, and httputil.ReverseProxy adds the backend's headers to
+    them: a streamed answer has ours, then an extension server's own (one with APF of its own answers
+    with its UIDs too; one that says how long to keep its answer is still marked uncacheable first)."""
     pf = "/apis/wardle.example.com/v1alpha1/namespaces/default/pf"
 
     async def own_pf(_):
-        return web.json_response({}, headers={"X-Kubernetes-PF-FlowSchema-UID": "theirs"})
+        return web.json_response({}, headers={"X-Kubernetes-PF-FlowSchema-UID": "theirs", "Cache-Control": "max-age=60"})
 
     async with served(tmp_path) as (server, ctx):
         runner, ip, port = await extension_server(routes=[("GET", pf, own_pf)])
@@ -411,10 +412,12 @@ async def test_a_proxied_answer_carries_the_pf_headers_before_the_extension_serv
                 async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
                     assert r.status == 200
                     assert {k: r.headers.getall(k) for k in ours} == {k: [v] for k, v in ours.items()}
+                    assert r.headers.getall("Cache-Control") == ["no-cache, private"]
                 async with s.get(base + pf, ssl=ctx) as r:
                     assert r.status == 200
                     assert r.headers.getall("X-Kubernetes-PF-FlowSchema-UID") == [
                         ours["X-Kubernetes-PF-FlowSchema-UID"], "theirs"]
+                    assert r.headers.getall("Cache-Control") == ["no-cache, private", "max-age=60"]
         finally:
             await runner.cleanup()
 

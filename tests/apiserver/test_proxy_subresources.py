@@ -37,6 +37,8 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
         return web.Response(status=302, headers={"Location": "http://example.com/abs"})
     if request.path == "/moved":
         return web.Response(status=302, headers={"Location": "/login?next=%2F"})
+    if request.path == "/cached":
+        return web.Response(text="ok", headers={"Cache-Control": "max-age=60"})
     if request.path == "/cors":
         return web.Response(text="ok", headers={"Access-Control-Allow-Origin": "*", "X-Backend": "yes"})
     if request.path == "/stream":
@@ -325,6 +327,32 @@ async def test_nodes_proxy_reaches_the_kubelet_of_the_node(env):
     assert (code, json.loads(out)["message"]) == (404, 'nodes "gone" not found')
     code, _, out = await send("GET", "/api/v1/namespaces/default/nodes/n1/proxy/")
     assert code == 404, "nodes are not namespaced"
+
+
+async def test_a_proxied_answer_is_uncacheable_and_keeps_the_backends_cache_control_after_that(env):
+    """WithCacheControl sets `no-cache, private` before the proxy runs, and the reverse proxy adds the
+    backend's headers to the answer's: a backend's own Cache-Control comes second, not instead."""
+    send, _ = env
+    _, headers, _ = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/cached")
+    assert headers.getall("Cache-Control") == ["no-cache, private", "max-age=60"]
+    _, headers, _ = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/cors")
+    assert headers.getall("Cache-Control") == ["no-cache, private"]
+
+    class Kubelet:  # an agent in this process, whose answer is relayed as it came
+        async def serve(self, request, path):
+            return web.Response(text="ok", headers={"Cache-Control": "max-age=5"} if path == "/cached" else None)
+
+    code, _, out = await send("POST", "/api/v1/nodes", {"metadata": {"name": "n1"}})
+    assert code == 201, out
+    code, _, out = await send("PATCH", "/api/v1/nodes/n1/status", {"status": {
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}, "application/merge-patch+json")
+    assert code == 200, out
+    send.server.handlers.proxies.kubelets.append(lambda name: Kubelet() if name == "n1" else None)
+    code, headers, out = await send("GET", "/api/v1/nodes/n1/proxy/cached")
+    assert code == 200, out
+    assert headers.getall("Cache-Control") == ["no-cache, private", "max-age=5"]
+    _, headers, _ = await send("GET", "/api/v1/nodes/n1/proxy/plain")
+    assert headers.getall("Cache-Control") == ["no-cache, private"]
 
 
 async def test_websocket_upgrades_are_joined_to_the_pod(env):

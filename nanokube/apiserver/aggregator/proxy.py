@@ -24,10 +24,11 @@ from contextvars import ContextVar
 from urllib.parse import quote
 
 import aiohttp
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from .. import expect
 from ..apf import DELEGATED, PF_HEADERS
+from ..audit import NO_CACHE
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
@@ -214,6 +215,7 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
     try:
         # the PF filter's headers first, as it set them before the proxy added the backend's
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=request.get(PF_HEADERS))
+        resp.headers.add(hdrs.CACHE_CONTROL, NO_CACHE)  # (the backend's own, if any, after it)
         for k, v in upstream.headers.items():
             if k.lower() not in _RESPONSE_DROPPED:
                 resp.headers.add(k, v)

@@ -31,13 +31,14 @@ from collections.abc import Callable, Iterable
 from html.parser import HTMLParser
 from urllib.parse import urlsplit, urlunsplit
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from multidict import CIMultiDict
 
 from .. import expect
 from ...machinery import errors
 from ...machinery.hostport import join_host_port
 from ...machinery.streaming import NodeStreaming, StreamFailed
+from ..audit import NO_CACHE
 from ..auth.authorizer import USER
 from ..rest import WriteOptions
 from ...machinery.httpstream.transports import RawUpgrade, splice
@@ -285,7 +286,9 @@ async def relayed(request: web.Request, answer: web.StreamResponse) -> web.Strea
     are negotiated (YAML, protobuf, pretty-printed for curl) and gzipped; a proxied one never is."""
     if type(answer) is not web.Response:
         return answer
-    resp = web.StreamResponse(status=answer.status, reason=answer.reason, headers=CIMultiDict(answer.headers))
+    headers = CIMultiDict({hdrs.CACHE_CONTROL: NO_CACHE})  # (the kubelet's own, if any, after it)
+    headers.extend(answer.headers)
+    resp = web.StreamResponse(status=answer.status, reason=answer.reason, headers=headers)
     body = answer.body or b""
     resp.content_length = len(body)
     await resp.prepare(request)
@@ -469,7 +472,7 @@ async def _relay_response(request: web.Request, reader: asyncio.StreamReader, st
                           headers: CIMultiDict, prefix: str | None, backend_host: str) -> web.StreamResponse:
     """The backend's answer to the client; `prefix` None passes it unrewritten (an upgrade's refusal)."""
     connection_named = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
-    out = CIMultiDict()
+    out = CIMultiDict({hdrs.CACHE_CONTROL: NO_CACHE})  # the API server's, then the backend's own, if any
     for k, v in headers.items():
         low = k.lower()
         if low in _HOP or low in connection_named or low in _CORS:
