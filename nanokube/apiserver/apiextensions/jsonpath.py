@@ -7,8 +7,9 @@ JSONPath library fits: `['a.b']` is re-read as `.a.b` (two fields; `\\.` escapes
 `[*]` is the slice `[:]` and fails on a map while `.*` takes a map's values in key order and a
 string's UTF-8 bytes (Go's uint8s: a string column prints their number, other columns nothing),
 `[-1]` counts from the end, a slice past the bounds or with a step under 1 is an error, `..` yields
-every non-empty map, list and string (a string's bytes are no containers), and a filter takes a
-list only and compares through Go's template rules: an integer with an integer, a float with a
+every non-empty map, list and string (a string's bytes are no containers),
+numbers are ASCII (`strconv.Atoi`: a Unicode digit scans as one and fails to parse), and a filter
+takes a list only and compares through Go's template rules: an integer with an integer, a float with a
 float, a string with a string; any other pair (1 against 2.5, a bool ordered) is an error that fails
 the whole path. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
 """
@@ -199,14 +200,18 @@ def _scan_action(s: str, pos: int) -> tuple[tuple, int]:
 
 
 def _number(t: str) -> tuple:
-    try:
-        return ("int", int(t))
-    except ValueError:
-        pass
-    try:
-        return ("float", float(t))
-    except ValueError:
-        raise JSONPathError(f"cannot parse number {t}") from None
+    """strconv.Atoi, then ParseFloat: ASCII digits only (Python's int() and float() read any
+    Unicode decimal digit, which the scanner takes as Go's unicode.IsDigit does)."""
+    if t.isascii():
+        try:
+            return ("int", int(t))
+        except ValueError:
+            pass
+        try:
+            return ("float", float(t))
+        except ValueError:
+            pass
+    raise JSONPathError(f"cannot parse number {t}")
 
 
 def _parse(text: str) -> tuple[tuple, ...]:

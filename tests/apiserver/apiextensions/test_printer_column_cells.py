@@ -164,3 +164,13 @@ async def test_strings_under_wildcard_and_recursive_descent_as_client_go_walks_t
     assert names == ["NAME", "DEEP", "BYTE", "INT", "TAGS", "EMPTY"]
     assert cells == ["t", "é", "195", "", "ab", ""]
 
+
+async def test_a_number_in_a_path_is_ascii_as_strconv_reads_it(tmp_path):
+    """The scanner takes any Unicode digit into a number, as Go's unicode.IsDigit, but strconv parses
+    ASCII ones only: a filter comparing with '٨٠' does not parse, so the table ends its columns there
+    (it was read as 80)."""
+    names, cells = await _kubectl_cells(tmp_path, [
+        ("Port", "string", ".spec.ports[?(@.port==80)].name"), ("Arabic", "string", ".spec.ports[?(@.port==٨٠)].name"),
+        ("After", "string", ".spec.count")], {"ports": [{"name": "http", "port": 80}], "count": 3})
+    assert (names, cells) == (["NAME", "PORT"], ["t", "http"])
+
