@@ -53,7 +53,7 @@ from .inline import own_context
 from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
 from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer, user_from_cert
-from ..machinery.version import BUILD_VERSION, GO_VERSION
+from ..machinery.version import INFO
 from .. import debugflags, zpages
 from ..ui import serving as console
 from .metrics import APIMetrics
@@ -64,22 +64,7 @@ from .systemnamespaces import SYSTEM_NAMESPACES
 
 log = logging.getLogger(__name__)
 
-VERSION = {
-    "major": "1",
-    "minor": "37",
-    "emulationMajor": "1",
-    "emulationMinor": "37",
-    "minCompatibilityMajor": "1",
-    "minCompatibilityMinor": "36",
-    "gitVersion": BUILD_VERSION,
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2026-11-30T00:00:00Z",
-    "goVersion": GO_VERSION,
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
-_VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
+_VERSION_BODY = orjson.dumps(INFO, option=orjson.OPT_INDENT_2)
 #: gziphandler's DefaultMinSize: a smaller /openapi/v2 answer is sent as it is
 GZIP_MIN_SIZE = 1400
 
