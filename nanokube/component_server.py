@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .client import metrics as client_metrics
+from .metrics.build_info import BUILD_INFO
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors, featuregates, goserver
@@ -180,7 +181,7 @@ def app(auth: DelegatedAuth, registry, configz: dict | None, healthz: Checks, li
             reset()
             client_metrics.reset()
             return web.Response(text="metrics reset\n", headers=TEXT)
-        return exposition(request, registry, client_metrics.REGISTRY, featuregates.GATES, PROCESS)
+        return exposition(request, registry, client_metrics.REGISTRY, featuregates.GATES, PROCESS, BUILD_INFO)
 
     async def metrics_resources(request: web.Request) -> web.Response:
         served = resources()

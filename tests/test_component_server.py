@@ -79,6 +79,10 @@ async def test_metrics_reset_and_resources_for_the_leader_only():
         assert "kept_total 1\n" in served and "_created" not in served, "client_golang's text format has no _created"
         # legacyregistry's process collector, on /metrics only
         assert "\nprocess_start_time_seconds " in served and "\nprocess_resident_memory_bytes " in served
+        # and component-base's build info, which every component's main registers there
+        assert ('\nkubernetes_build_info{build_date="2026-11-30T00:00:00Z",compiler="gc",git_commit="' + "0" * 40 +
+                '",git_tree_state="clean",git_version="v1.37.0-nanokube",go_version="go1.25.0",major="1",minor="37",'
+                'platform="linux/amd64"} 1\n') in served
         assert "process_" not in await (await http.get("/metrics/slis")).text()
         assert (await http.get("/metrics/resources")).status == 404
 

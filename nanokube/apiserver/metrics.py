@@ -11,6 +11,7 @@ from ..clock import REAL
 from ..machinery import featuregates
 from ..machinery.metrics import Family, exponential_buckets
 from ..metrics.exposition import render
+from ..metrics.build_info import BUILD_INFO
 from ..metrics.process import PROCESS
 from .cache import CAPACITY_MIN
 
@@ -345,9 +346,9 @@ class APIMetrics:
         self.resource_objects.labels(group, resource).set(count)
 
     def render(self, *others) -> bytes:
-        """/metrics: these families, the process's, its feature gates' and those of `others` (the components'
+        """/metrics: these families, the process's, the build's, its feature gates' and those of `others` (the components'
         registries), as one registry's."""
-        return render(self.registry, PROCESS, featuregates.GATES, *others)
+        return render(self.registry, PROCESS, BUILD_INFO, featuregates.GATES, *others)
 
     def reset(self) -> None:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event

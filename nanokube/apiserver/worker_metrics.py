@@ -29,7 +29,7 @@ from .healthz import exposition_of
 SHARED = frozenset(("apiserver_storage_objects", "apiserver_resource_objects", "apiserver_watch_cache_resource_version",
                     "apiserver_storage_size_bytes",
                     "process_start_time_seconds", "process_max_fds", "process_virtual_memory_max_bytes",
-                    "kubernetes_feature_enabled"))
+                    "kubernetes_feature_enabled", "kubernetes_build_info"))
 
 
 def merge(bodies: list[bytes]) -> bytes:

@@ -11,6 +11,22 @@ GIT_COMMIT = "0" * 40
 #: what /version and /statusz report: the build's own version and the Go release upstream's is built with
 BUILD_VERSION = f"{GIT_VERSION}-nanokube"
 GO_VERSION = "go1.25.0"
+#: version.Get(): what /version answers and kubernetes_build_info's labels say
+INFO = {
+    "major": "1",
+    "minor": "37",
+    "emulationMajor": "1",
+    "emulationMinor": "37",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "36",
+    "gitVersion": BUILD_VERSION,
+    "gitCommit": GIT_COMMIT,
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-30T00:00:00Z",
+    "goVersion": GO_VERSION,
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 #: Go's names for the machines Python reports
 _GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x"}
 

@@ -12,6 +12,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from ..machinery import featuregates
 from ..machinery.goserver import bounded_runner
+from ..metrics.build_info import BUILD_INFO
 from ..metrics.process import PROCESS
 from ..metrics.exposition import gzip_preferred, gzipped, render, scrape_headers
 from .health import ProxyHealth
@@ -48,7 +49,7 @@ def metrics_app(registry, mode: str) -> web.Application:
 
     async def metrics(request: web.Request) -> web.Response:
         """promhttp's: the text format, gzipped where the scrape prefers it (its few series, on the loop)."""
-        body, gzip = render(registry, featuregates.GATES, PROCESS), gzip_preferred(request.headers.getall("Accept-Encoding", ()))
+        body, gzip = render(registry, featuregates.GATES, PROCESS, BUILD_INFO), gzip_preferred(request.headers.getall("Accept-Encoding", ()))
         return web.Response(body=gzipped(body) if gzip else body,
                             headers=CIMultiDict(scrape_headers(request.headers.get("Accept"), gzip)))
 

@@ -67,6 +67,8 @@ def test_counters_histograms_and_gauges_of_work_add_up_the_store_is_counted_once
     assert got[("apiserver_current_inflight_requests", (("request_kind", "mutating"),))] == 2
     assert got[("apiserver_storage_objects", (("resource", "pods"),))] == 9
     assert got[("apiserver_resource_objects", (("group", ""), ("resource", "pods")))] == 9
+    [build] = [v for (name, _), v in got.items() if name == "kubernetes_build_info"]
+    assert build == 1, "each worker's build info is the one server's"
     # a series only one worker has is kept as it is
     b.request_count("DELETE", "", "", "v1", "pods", "", "resource", "apiserver", "200").inc()
     deletes = (("code", "200"), ("component", "apiserver"), ("dry_run", ""), ("group", ""), ("resource", "pods"),

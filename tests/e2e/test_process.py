@@ -50,6 +50,11 @@ def test_health_version_metrics(cluster):
     assert "etcd_request_duration_seconds_bucket" in text
     # the process collector every component registers: dashboards' CPU and memory of kube-apiserver
     assert "\nprocess_cpu_seconds_total " in text and "\nprocess_resident_memory_bytes " in text
+    # kubernetes_build_info, labelled as /version answers (dashboards' cluster version panel)
+    [info] = [line for line in text.splitlines() if line.startswith("kubernetes_build_info{")]
+    assert info == (f'kubernetes_build_info{{build_date="{version["buildDate"]}",compiler="gc",'
+                    f'git_commit="{version["gitCommit"]}",git_tree_state="clean",git_version="{version["gitVersion"]}",'
+                    f'go_version="{version["goVersion"]}",major="1",minor="37",platform="{version["platform"]}"}} 1')
 
 
 def test_anonymous_gets_health_but_not_resources(cluster):

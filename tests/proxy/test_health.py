@@ -97,6 +97,7 @@ async def test_servers_answer_healthz_livez_metrics_and_proxy_mode():
                 assert 'kubeproxy_proxy_livez_total{code="503"} 1\n' in text
                 assert "_created" not in text and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
                 assert "\nprocess_cpu_seconds_total " in text  # legacyregistry's process collector
+                assert '\nkubernetes_build_info{build_date="' in text  # and kube-proxy's main's build info
             async with s.get(f"http://127.0.0.1:{mport}/proxyMode") as r:
                 assert await r.text() == "nftables"
     finally:
