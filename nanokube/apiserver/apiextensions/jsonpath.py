@@ -1,17 +1,20 @@
 """client-go's JSONPath dialect (`k8s.io/client-go/util/jsonpath`), as CRDs use it for
 `additionalPrinterColumns`, `selectableFields` and scale paths.
 
-The table convertor parses `{<jsonPath>}` with missing keys allowed and shows the first value the
-first action finds; any evaluation error leaves the cell empty. The dialect is not RFC 9535's, so no
-JSONPath library fits: `['a.b']` is re-read as `.a.b` (two fields; `\\.` escapes a dot in a field),
-`[*]` is the slice `[:]` and fails on a map while `.*` takes a map's values in key order and a
-string's UTF-8 bytes (Go's uint8s: a string column prints their number, other columns nothing),
-`[-1]` counts from the end, a slice past the bounds or with a step under 1 is an error, `..` yields
-every non-empty map, list and string (a string's bytes are no containers),
+The table convertor parses `{<jsonPath>}` with missing keys allowed and shows the first value of
+the first result its FindResults gives; any evaluation error leaves the cell empty. The dialect is
+not RFC 9535's, so no JSONPath library fits: `['a.b']` is re-read as `.a.b` (two fields; `\\.`
+escapes a dot in a field), `[*]` is the slice `[:]` and fails on a map while `.*` takes a map's
+values in key order and a string's UTF-8 bytes (Go's uint8s: a string column prints their number,
+other columns nothing), `[-1]` counts from the end, a slice past the bounds or with a step under 1
+is an error, `..` yields every non-empty map, list and string (a string's bytes are no containers),
 numbers are ASCII (`strconv.Atoi`: a Unicode digit scans as one and fails to parse), and a filter
-takes a list only and compares through Go's template rules: an integer with an integer, a float with a
-float, a string with a string; any other pair (1 against 2.5, a bool ordered) is an error that fails
-the whole path. The `range`/`end` keywords of kubectl's templates fail here (no cell uses them).
+takes a list only and compares through Go's template rules: an integer with an integer, a float
+with a float, a string with a string; any other pair (1 against 2.5, a bool ordered) is an error
+that fails the whole path. kubectl's `{range ...}...{end}` runs as FindResults runs it, the
+actions after `range` once per value it found, each run's results a result of its own (client-go
+also leaves the parsed template cut to those actions after the first object with values to range
+over, so its later rows read them alone; a path here stays what it was).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -229,13 +233,22 @@ def _parse(text: str) -> tuple[tuple, ...]:
 
 
 class Path:
-    """A parsed path: its nodes (one per action or text between them) and their functions."""
+    """A parsed path: its nodes (one per action or text between them) and their functions;
+    `ranges`: whether `range` or `end` appears, which only a _Template runs."""
 
-    __slots__ = ("nodes", "steps")
+    __slots__ = ("nodes", "steps", "ranges")
 
     def __init__(self, nodes: tuple[tuple, ...]):
         self.nodes = nodes
         self.steps = tuple(_step(n) for n in nodes)
+        self.ranges = _keywords(nodes)
+
+
+def _keywords(node: tuple) -> bool:
+    """Whether `range` or `end` is among these nodes or the nodes inside them."""
+    if node[:1] == ("ident",):
+        return node[1] in ("range", "end")
+    return any(isinstance(part, tuple) and _keywords(part) for part in node)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -392,8 +405,11 @@ def _step(node: tuple) -> Callable[[list[Any]], list[Any]]:
     if kind == "list":
         steps = _steps(node[1])
         return lambda cur: _run(cur, steps)
+    if kind == "ident" and node[1] in ("range", "end"):
+        keyword = node[1]
+        return lambda cur: getattr(_LOCAL.template, keyword)(cur)
 
-    def unknown(cur: list[Any]) -> list[Any]:  # range/end belong to kubectl's templates; others are unknown
+    def unknown(cur: list[Any]) -> list[Any]:  # "unrecognized identifier"
         raise _Fail(cur)
     return unknown
 
@@ -416,12 +432,67 @@ def _union_branch(cur: list[Any], steps: tuple) -> list[Any]:
         raise _Fail(cur) from None
 
 
+_LOCAL = threading.local()
+
+
+class _Template:
+    """One FindResults: the values each top-level action (or text) yields in turn, `range`
+    running the actions after it once per value found and `end` closing the innermost run."""
+
+    def __init__(self) -> None:
+        self.cur: list[Any] = []
+        self.saved: list[list[Any]] = []  # each open range's values before it, back after its end
+        self.begin = self.inside = self.ending = 0
+
+    def results(self, data: Any, steps: tuple) -> list[list[Any]]:
+        self.cur, out = [data], []
+        for i, step in enumerate(steps):
+            found = step(self.cur)
+            if self.ending and self.ending <= self.inside:  # an end inside a range: this run is over
+                self.ending -= 1
+                break
+            if self.begin:
+                self.begin -= 1
+                self.inside += 1
+                for k, v in enumerate(found):
+                    if k == len(found) - 1:  # the last run goes on past its end, on the values before range
+                        self.inside -= 1
+                    out.extend(self.results(v, steps[i + 1:]))
+                break
+            out.append(found)
+        return out
+
+    def range(self, cur: list[Any]) -> list[Any]:
+        self.saved.append(self.cur)
+        self.begin += 1
+        return cur
+
+    def end(self, cur: list[Any]) -> list[Any]:
+        if self.ending < self.inside:
+            self.ending += 1
+        elif self.saved:
+            self.cur = self.saved.pop()
+        else:  # "not in range, nothing to end"
+            raise _Fail([])
+        return []
+
+
 def find(obj: Any, expr: str | Path) -> list[Any]:
-    """What the first action selects in `obj`: empty when it selects nothing or any action fails
-    (the table convertor's empty cell)."""
+    """What the first result of the path's template holds in `obj`: empty when it holds nothing or
+    any action fails (the table convertor's empty cell)."""
     path = compile_path(expr) if isinstance(expr, str) else expr
+    if not path.ranges:  # each action on the object, as a template without range or end runs them
+        try:
+            results = [step([obj]) for step in path.steps]
+        except _Fail:
+            return []
+        return results[0] if results else []
+    outer = getattr(_LOCAL, "template", None)
+    _LOCAL.template = _Template()
     try:
-        results = [step([obj]) for step in path.steps]
+        results = _LOCAL.template.results(obj, path.steps)
     except _Fail:
         return []
+    finally:
+        _LOCAL.template = outer
     return results[0] if results else []

@@ -174,3 +174,15 @@ async def test_a_number_in_a_path_is_ascii_as_strconv_reads_it(tmp_path):
         ("After", "string", ".spec.count")], {"ports": [{"name": "http", "port": 80}], "count": 3})
     assert (names, cells) == (["NAME", "PORT"], ["t", "http"])
 
+
+async def test_range_and_end_run_as_client_go_find_results_runs_them(tmp_path):
+    """`{range}` runs the actions after it once per value it found, each run a result of its own, and
+    the table shows the first result's first value: a range at the end of the first action shows the
+    first element's field, one in a later action leaves the first action's value; an `end` outside any
+    range is an error, an empty cell (all three were empty cells before)."""
+    names, cells = await _kubectl_cells(tmp_path, [
+        ("First", "string", ".spec.ports[*] range}{.name}{end"),
+        ("Lead", "string", ".spec.count}{range .spec.ports[*]}{.name}{end"),
+        ("Stray", "string", ".spec.count}{end"), ("After", "string", ".spec.count")],
+        {"ports": [{"name": "http"}, {"name": "https"}], "count": 3})
+    assert (names, cells) == (["NAME", "FIRST", "LEAD", "STRAY", "AFTER"], ["t", "http", "3", "", "3"])
