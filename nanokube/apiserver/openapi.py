@@ -158,12 +158,25 @@ def definition_openapi(name: str, prefix: str, v3: bool) -> dict[str, Any]:
     d = convert(schema.definitions()[name], prefix)
     for field, values in _enums().get(name, {}).items():
         prop = d["properties"][field]
-        (prop["items"] if prop.get("type") == "array" else prop)["enum"] = values
+        if prop.get("type") == "array":  # (a list of an enum type: its items' enum, no paragraph)
+            prop["items"]["enum"] = values
+        else:
+            prop["enum"] = values
+            prop["description"] = _with_enum_values(prop.get("description", ""), values)
     if d.get("x-kubernetes-group-version-kind"):
         # kubernetes-validate pins apiVersion/kind with an enum; upstream does not.
         for p in ("apiVersion", "kind"):
             d.get("properties", {}).get(p, {}).pop("enum", None)
     return d
+
+
+def _with_enum_values(description: str, values: list[str]) -> str:
+    """A field's description with the paragraph kube-openapi adds for a `+enum` type (what `kubectl
+    explain` shows): each value as Go's %q quotes it. Upstream follows a value with its constant's Go
+    comment, which no pinned package carries: here the values alone, as upstream lists a constant
+    without one."""
+    lines = "\n".join(f" - `{orjson.dumps(v).decode()}`" for v in values)
+    return f"{description}\n\nPossible enum values:\n{lines}" if description else f"Possible enum values:\n{lines}"
 
 
 def definition_for(resource: Resource, version: str) -> str | None:

@@ -153,9 +153,13 @@ def test_v3_int_or_string_and_quantity():
 
 
 def test_enum_typed_fields_carry_their_values_in_v2_and_v3():
-    """kubernetes-validate's definitions have no enums; fields of a `+enum` Go type get them, a list's on its items."""
+    """kubernetes-validate's definitions have no enums; fields of a `+enum` Go type get them, a list's on its
+    items, and (not a list's) kube-openapi's "Possible enum values:" paragraph after their description."""
     pod_spec = v3("", "v1")["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]
     assert pod_spec["restartPolicy"]["enum"] == ["Always", "Never", "OnFailure"]
+    assert pod_spec["restartPolicy"]["description"].endswith(
+        "#restart-policy\n\nPossible enum values:\n - `\"Always\"`\n - `\"Never\"`\n - `\"OnFailure\"`")
+    assert "Possible enum values" not in pod_spec["hostname"]["description"]
     assert "enum" not in pod_spec["hostname"]
     claim = v2()["definitions"]["io.k8s.api.core.v1.PersistentVolumeClaimSpec"]["properties"]
     assert claim["volumeMode"]["enum"] == ["Block", "Filesystem"]
@@ -164,6 +168,11 @@ def test_enum_typed_fields_carry_their_values_in_v2_and_v3():
     services = orjson.loads(openapi.build_v2([Resource("", "services", "Service", ["v1"], True)]))["definitions"]
     families = services["io.k8s.api.core.v1.ServiceSpec"]["properties"]["ipFamilies"]
     assert "enum" not in families and families["items"]["enum"] == ["", "IPv4", "IPv6"]
+    assert "Possible enum values" not in families["description"]
+    hostpath = v2()["definitions"]["io.k8s.api.core.v1.HostPathVolumeSource"]["properties"]["type"]
+    assert hostpath["description"].endswith('\n\nPossible enum values:\n - `""`\n - `"BlockDevice"`\n - `"CharDevice"`'
+                                            '\n - `"Directory"`\n - `"DirectoryOrCreate"`\n - `"File"`\n - `"FileOrCreate"`'
+                                            '\n - `"Socket"`')
     assert "enum" not in services["io.k8s.api.core.v1.ServiceSpec"]["properties"]["clusterIP"]
 
 
@@ -270,6 +279,10 @@ async def test_kubectl_explain_prints_enums_and_the_quantity_format(kubectl):
     rc, out = await kubectl("explain", "pods.spec.restartPolicy")
     assert rc == 0, out
     assert "FIELD: restartPolicy <string>\nENUM:\n    Always\n    Never\n    OnFailure\n\nDESCRIPTION:\n" in out
+    # kube-openapi's paragraph for a `+enum` type, as upstream's document ends the description with it
+    assert "    Default to Always. More info:\n" in out and out.endswith(
+        "#restart-policy\n    \n    Possible enum values:\n     - `\"Always\"`\n     - `\"Never\"`\n"
+        "     - `\"OnFailure\"`\n    \n\n")
     # Quantity's description says how a quantity is written, as upstream's does (it was one sentence)
     rc, out = await kubectl("explain", "pods.spec.containers.resources.limits")
     assert rc == 0, out
