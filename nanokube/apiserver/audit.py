@@ -580,12 +580,14 @@ class AuditedRequest(keepalive.Request):
 
     async def _prepare_hook(self, response: web.StreamResponse) -> None:
         headers = response.headers
-        value = self._state.get(AUDIT_ID)
-        if value is not None:
-            headers[_AUDIT_ID_HEADER] = value
         keepalive.unbranded(headers)  # (aiohttp's own path names itself; Go's server names none)
-        # WithCacheControl: no answer may be kept by a cache unless its handler said otherwise
-        headers.setdefault(hdrs.CACHE_CONTROL, NO_CACHE)
+        # an upgrade's 101 is written on the hijacked connection, past what the filters set: none of it
+        if response.status != 101:
+            value = self._state.get(AUDIT_ID)
+            if value is not None:
+                headers[_AUDIT_ID_HEADER] = value
+            # WithCacheControl: no answer may be kept by a cache unless its handler said otherwise
+            headers.setdefault(hdrs.CACHE_CONTROL, NO_CACHE)
         if self._match_info is not None:  # routed by the application: its on_response_prepare signal
             await web.Request._prepare_hook(self, response)
 
