@@ -71,14 +71,16 @@ def required(name: str) -> dict[str, type]:
 
 
 def structs(name: str) -> frozenset[str]:
-    """The optional fields of built-in definition `name` whose Go type is a struct held by value,
-    not a pointer. encoding/json writes such a field whatever its tag says (`omitempty` never
-    leaves out a struct, and 1.37 tags none of them `omitzero`, ObjectMeta's creationTimestamp
-    aside), so a Node sent without `spec` is served `spec: {}` and its status
+    """The fields of built-in definition `name` whose Go type is a struct held by value, not a
+    pointer. encoding/json writes such a field whatever its tag says (`omitempty` never leaves out
+    a struct, and 1.37 tags none of them `omitzero`, ObjectMeta's creationTimestamp aside), so a
+    Node sent without `spec` is served `spec: {}` and its status
     `daemonEndpoints: {kubeletEndpoint: {Port: 0}}`: the struct's zero, its own fields tagged
     without omitempty at theirs. A resource.Quantity held by value is one too, written "0" when
-    zero (a resourceFieldRef's `divisor: "0"`). Required ones are left to validation. None
-    outside the reviewed types."""
+    zero (a resourceFieldRef's `divisor: "0"`). Required ones are too: upstream's validation reads
+    the zero (a RoleBinding without roleRef fails at `roleRef.kind`, not `roleRef`), and where it
+    accepts it the zero is served (a preferred scheduling term's `preference: {}`, a counter's
+    `value: "0"`). None outside the reviewed types."""
     return _structs().get(name, frozenset())
 
 
@@ -180,7 +182,9 @@ def _required() -> dict[str, dict[str, type]]:
 
 
 #: the types with a JSON form of their own: not written as a struct's fields (a Time's zero is null:
-#: structural.py's value times; an IntOrString's, a ServicePort's targetPort, is defaulted)
+#: structural.py's value times). An IntOrString's zero is `0` and a RawExtension's `null`, but none
+#: held by value is served zero: a ServicePort's targetPort is defaulted, a probe's port (`0`) and a
+#: ControllerRevision's data or an opaque device configuration's parameters fail validation
 _OWN_JSON = frozenset({"k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
                        "k8s.io.apimachinery.pkg.util.intstr.IntOrString", "k8s.io.apimachinery.pkg.runtime.RawExtension"})
 _QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
@@ -205,9 +209,9 @@ def _structs() -> dict[str, frozenset[str]]:
         table = _table(name)
         if not table:
             continue
-        props, wanted = defs[name].get("properties") or {}, set(defs[name].get("required") or ())
+        props = defs[name].get("properties") or {}
         found = frozenset(json_name for json_name, ftype, flags in table.values()
-                          if flags == "" and ftype not in _OWN_JSON and json_name not in wanted
+                          if flags == "" and ftype not in _OWN_JSON
                           and (ftype == _QUANTITY or _is_struct(defs, props.get(json_name))))
         if found:
             out[name] = found

@@ -123,3 +123,23 @@ async def test_a_resource_field_ref_without_a_divisor_is_served_its_zero_quantit
             "resource": "limits.cpu", "divisor": "0"}
         fields = entries(pod)["maker"][2]["f:spec"]["f:containers"]['k:{"name":"c"}']["f:env"]
         assert fields['k:{"name":"CPU"}']["f:valueFrom"] == {".": {}, "f:resourceFieldRef": {}}
+
+
+async def test_a_required_struct_left_out_is_its_zero_which_the_clients_models_read(tmp_path):
+    """A required field held by value is written whatever was sent: a preferred scheduling term
+    sent with a weight alone is served `preference: {}`, a shared counter sent as `{}` its
+    `value: "0"`; upstream's validation accepts both, and the kubernetes client's models refuse a
+    term without its preference and a counter without its value."""
+    term = {"weight": 1}
+    slice_spec = {"driver": "gpu.example.com", "pool": {"name": "p", "resourceSliceCount": 1}, "nodeName": "n1",
+                  "sharedCounters": [{"name": "memory", "counters": {"bytes": {}}}]}
+    async with served(tmp_path) as (_, api):
+        await call(api, "POST", "/api/v1/namespaces/default/pods", {"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}}})
+        await call(api, "POST", "/apis/resource.k8s.io/v1/resourceslices", {"metadata": {"name": "s"}, "spec": slice_spec})
+        pod = await asyncio.to_thread(client.CoreV1Api(api).read_namespaced_pod, "p", "default")
+        preferred = pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+        assert [(t.weight, t.preference) for t in preferred] == [(1, client.V1NodeSelectorTerm())]
+        slices = await asyncio.to_thread(client.ResourceV1Api(api).list_resource_slice)
+        assert [s.spec.shared_counters[0].counters["bytes"].value for s in slices.items] == ["0"]
