@@ -296,8 +296,14 @@ class EtcdStore(Store):
                                [{"request_range": {"key": key}}])
         current = int(resp["header"]["revision"])
         if not resp.get("succeeded"):
-            kv = resp["responses"][0]["response_range"]["kvs"][0]
-            compacted = int(_unb64(kv.get("value")) or 0)
+            kvs = resp["responses"][0]["response_range"].get("kvs")
+            if not kvs:  # the key was deleted since: the next round starts the count again
+                return 0, current, 0
+            kv = kvs[0]
+            try:
+                compacted = int(_unb64(kv.get("value")))
+            except ValueError:  # not a revision: the round is learned all the same
+                compacted = 0
             self._compacted = max(self._compacted, compacted)
             return int(kv.get("version", 0)), current, compacted
         if revision:

@@ -284,6 +284,31 @@ async def test_watch_from_compacted_revision_raises(backend, store, prefix):
             await anext(reopened.watch(a1.mod_revision - 1))
 
 
+async def test_compaction_rounds_compact_where_the_round_before_stood(backend, store, prefix):
+    """kube-apiserver's compactor: a round compacts at the revision the round before returned (the
+    first at none). On etcd the rounds are counted by compact_rev_key's version, so a second server
+    whose count is behind compacts nothing and learns the count and the revision compacted."""
+    turn, _, _ = await store.compaction_round(-1, 0)  # etcd's count so far (the server is the session's)
+    a1 = await store.create(prefix + "a", b"1")
+    a2 = await store.update(prefix + "a", b"2", a1.mod_revision)
+    turn, seen, compacted = await store.compaction_round(turn, 0)
+    assert compacted == 0 and seen >= a2.mod_revision
+    watch = store.watch(a1.mod_revision)
+    try:
+        assert (await anext(watch)).kv == a2  # nothing compacted yet
+    finally:
+        await watch.aclose()
+    await store.update(prefix + "a", b"3", a2.mod_revision)
+    turn, _, compacted = await store.compaction_round(turn, seen)
+    assert compacted == seen and store.compacted_revision >= seen
+    with pytest.raises(Compacted):
+        await anext(store.watch(a1.mod_revision))
+    if backend.name == "etcd":
+        other = await backend.open()
+        assert (await other.compaction_round(0, 0))[::2] == (turn, seen)
+        assert other.compacted_revision == seen
+
+
 async def test_revisions_continue_after_reopen(backend, store, prefix):
     if not backend.durable:
         pytest.skip("the memory store keeps nothing across reopen")
