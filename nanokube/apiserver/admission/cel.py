@@ -62,21 +62,55 @@ def _context() -> cel.Context:
     return ctx
 
 
-def _bind(ctx: cel.Context, activation: dict[str, Any]) -> None:
+def _bind(ctx: cel.Context, activation: dict[str, Any], boxed: bool = False) -> None:
     """Set the admission variables on this thread's context, converting only what it does not
     hold yet for this activation: an activation's values are private copies, replaced (never
     changed) while it is evaluated, except `variables`, which fills as a policy's variables are
     computed and is set every time. Most of an evaluation is converting a whole object into the
-    engine, once per expression before."""
+    engine, once per expression before. `boxed`: the expression reads `variables` only as
+    `variables.<name>`, so each of the policy's variables is set as the engine's optional value
+    holding it, converted once per activation (the engine's field selection takes a present
+    optional's value); else the whole map is converted, as every evaluation did before: each of
+    a policy's variables converted again for every later one, 40 lists of 5,000 strings 7.4 s."""
     loaded = getattr(_LOCAL, "loaded", None)
     if loaded is None or loaded[0] is not activation:
-        loaded = _LOCAL.loaded = (activation, {})
-    held = loaded[1]
+        loaded = _LOCAL.loaded = (activation, {}, {})
+    held, boxes = loaded[1], loaded[2]
     for name in VARIABLES:
         v = activation.get(name)
-        if name == "variables" or name not in held or held[name] is not v:
+        if name == "variables" and boxed and v:
+            for k, value in v.items():
+                if k not in boxes or boxes[k][0] is not value:
+                    boxes[k] = (value, cel.OptionalValue.of(value))
+            bound = tuple((k, id(boxes[k][1])) for k in v)
+            if held.get(name) != bound:  # (setting any variable has the engine copy all of them again)
+                ctx.add_variable(name, {k: boxes[k][1] for k in v})
+                held[name] = bound
+        elif name == "variables" or name not in held or held[name] is not v:
             ctx.add_variable(name, v)
             held[name] = v
+
+
+@functools.lru_cache(maxsize=4096)
+def reads_variables_by_field(expression: str) -> bool:
+    """Whether the expression reads `variables` only as `variables.<name>` (has() included),
+    never as a whole, by index or by optional selection."""
+    try:
+        program = compile_expression(expression)
+    except CELError:
+        return False
+    stack = [program.ast]
+    while stack:
+        n = stack.pop()
+        if n.kind == "select" and not n.optional and n.target is not None and n.target.kind == "ident" \
+                and n.target.name == "variables":
+            continue
+        if n.kind == "ident" and n.name == "variables":
+            return False
+        if n.target is not None:
+            stack.append(n.target)
+        stack.extend(n.args)
+    return True
 
 
 class VariableCompiler:
@@ -213,7 +247,7 @@ def evaluate(expression: str, activation: dict[str, Any], budget: Budget | None 
     or not the expression failed."""
     program = compile_expression(expression)
     ctx = _context()
-    _bind(ctx, activation)
+    _bind(ctx, activation, reads_variables_by_field(expression))
     value, error, cost = program.run(ctx, lambda: _sizes(activation))
     why = None if error is None else _failure(error)
     if budget is not None:
