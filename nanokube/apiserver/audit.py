@@ -459,11 +459,7 @@ class AuditLog:
             ref["uid"] = uid
         if rv:
             ref["resourceVersion"] = rv
-        status = {"metadata": {}, "code": code}
-        if code >= 400 and body.get("kind") == "Status":
-            for k in ("status", "message", "reason"):
-                if v := body.get(k):
-                    status[k] = v
+        status = _status(code, body)
         policy = self.policy
         if policy is not None:
             d = policy.decide_loopback(user, verb, group, res.plural, subresource, namespace if namespaced else "", asked)
@@ -720,9 +716,14 @@ def _long_running(attrs) -> bool:
 
 
 def _status(code: int, body: dict) -> dict:
-    status = {"metadata": {}, "code": code}
-    if code >= 400 and body.get("kind") == "Status":
-        status |= {k: body[k] for k in ("status", "message", "reason") if body.get(k)}
+    """The event's responseStatus: what LogResponseObject copies of a Status answer (a refusal's details
+    name the object and the invalid fields; a delete's Success what it deleted), and the HTTP code."""
+    status = {"metadata": {}}
+    if body.get("kind") == "Status":
+        for k in ("status", "message", "reason", "details"):
+            if v := body.get(k):
+                status[k] = v
+    status["code"] = code
     return status
 
 

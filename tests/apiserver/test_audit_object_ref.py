@@ -1,8 +1,8 @@
 """The objectRef of a create or update that fails: upstream completes it from the body once decoded
 (LogRequestObject), so a create refused as AlreadyExists or Invalid names the object asked for, and a
-refused update carries the uid and resourceVersion it was sent with. A served server with a real
-audit log, driven by kubectl and the in-process client, without a policy (the writes-only line) and
-with one (the general event)."""
+refused update carries the uid and resourceVersion it was sent with; its responseStatus keeps the
+Status's details. A served server with a real audit log, driven by kubectl and the in-process
+client, without a policy (the writes-only line) and with one (the general event)."""
 
 from __future__ import annotations
 
@@ -47,17 +47,18 @@ async def test_a_failed_create_or_update_names_the_object_its_body_asked_for(tmp
         (tmp_path / "stale.json").write_bytes(orjson.dumps({
             "apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "w"},
             "metadata": {"name": "c", "namespace": "default", "uid": "not-its-uid", "resourceVersion": "1"}}))
+        kcm = LocalClient(server.rest, User("system:kube-controller-manager", ("system:authenticated",)))
         codes = []
         for args in (["create", "configmap", "c"], ["create", "configmap", "c"], ["create", "configmap", "Bad_Name"],
-                     ["replace", "-f", str(tmp_path / "stale.json")]):
+                     ["replace", "-f", str(tmp_path / "stale.json")], ["delete", "configmap", "c", "--wait=false"]):
             r = await asyncio.to_thread(subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), *args],
                                         capture_output=True, text=True, timeout=60)
             codes.append(r.returncode)
-        assert codes == [0, 1, 1, 1]
-        kcm = LocalClient(server.rest, User("system:kube-controller-manager", ("system:authenticated",)))
-        with pytest.raises(APIError) as e:
-            await kcm.resource("", "v1", "configmaps").create({"metadata": {"name": "c", "namespace": "default"}})
-        assert e.value.code == 409
+            if args[0] == "replace":
+                with pytest.raises(APIError) as e:
+                    await kcm.resource("", "v1", "configmaps").create({"metadata": {"name": "c", "namespace": "default"}})
+                assert e.value.code == 409
+        assert codes == [0, 1, 1, 1, 0]
     finally:
         await server.stop()
     events = [orjson.loads(line) for line in log.read_bytes().splitlines()]
@@ -66,7 +67,15 @@ async def test_a_failed_create_or_update_names_the_object_its_body_asked_for(tmp
     assert [(e["verb"], e["responseStatus"]["code"], e["objectRef"].get("name")) for e in done] == [
         ("create", 201, "c"), ("create", 409, "c"), ("create", 422, "Bad_Name"), ("update", 409, "c"),
         ("create", 409, "c")]
-    assert done[1]["responseStatus"]["reason"] == "AlreadyExists" and done[2]["responseStatus"]["reason"] == "Invalid"
+    # the Status answered, as LogResponseObject copies it: its details too
+    assert done[1]["responseStatus"] == {"metadata": {}, "status": "Failure", "message": 'configmaps "c" already exists',
+                                         "reason": "AlreadyExists", "details": {"name": "c", "kind": "configmaps"},
+                                         "code": 409}
+    assert done[2]["responseStatus"]["reason"] == "Invalid"
+    assert done[2]["responseStatus"]["details"]["causes"][0]["field"] == "metadata.name"
+    [deleted] = [e for e in events if e["stage"] == "ResponseComplete" and e["verb"] == "delete"]
+    assert deleted["responseStatus"] == {"metadata": {}, "status": "Success", "code": 200, "details": {
+        "name": "c", "kind": "configmaps", "uid": deleted["responseStatus"]["details"]["uid"]}}  # (what it deleted)
     assert done[1]["objectRef"] == {"resource": "configmaps", "namespace": "default", "name": "c", "apiVersion": "v1"}
     assert done[3]["objectRef"]["uid"] == "not-its-uid" and done[3]["objectRef"]["resourceVersion"] == "1"
     assert done[4]["user"]["username"] == "system:kube-controller-manager" and "uid" not in done[4]["objectRef"]
