@@ -1388,6 +1388,8 @@ class PodWorker:
         image ensured, then Created and Started; with `blocked`, one whose environment cannot be
         made is left there (`_ensure_config`) and not started. True if the pod was deleted or ran
         past its active deadline meanwhile."""
+        if not containers:  # (no container to start: no sync whose end to mark)
+            return False
         init = False
         try:
             for c in containers:

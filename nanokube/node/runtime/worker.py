@@ -478,6 +478,7 @@ class ProcessPodWorker(PodWorker):
         for c in self.inits.values():
             if self._stopping.is_set() or self.eviction is not None:
                 return
+            self._next_sync()
             if c.sidecar:
                 loop = asyncio.create_task(self._container_loop(c, lambda _code: True))
                 self._children.append(loop)
@@ -489,6 +490,7 @@ class ProcessPodWorker(PodWorker):
         if self._stopping.is_set() or self.eviction is not None:
             return
         self._initializing = False
+        self._next_sync()  # (one sync starts them all)
         await asyncio.gather(*(self._container_loop(c, functools.partial(_restarts, c, policy))
                                for c in self.containers.values() if "terminated" not in c.state))
         sidecars = [c for c in self.inits.values() if c.sidecar]
@@ -507,6 +509,12 @@ class ProcessPodWorker(PodWorker):
 
     def _all(self):
         return [*self.inits.values(), *self.containers.values()]
+
+    def _next_sync(self) -> None:
+        """Containers starting once one has started do so at a sync of their own, which reads the
+        pull secrets again (PodWorker._pull_secrets); the first share the one that made the sandbox."""
+        if any(c.instances for c in (*self._all(), *self.debug.values())):
+            self.secrets_read = False
 
     async def _kill_gracefully(self, containers: list[Container], deadline: float, for_good: bool = True) -> None:
         """No more restarts (not `for_good`: until the sandbox is made again); every running
@@ -666,8 +674,13 @@ class ProcessPodWorker(PodWorker):
 
     async def _container_loop(self, c: Container, restart) -> int:
         """Run `c` until it exits and `restart(exit code)` says no (or the pod
-        stops), with crash-loop backoff in between; returns the last exit code."""
+        stops), with crash-loop backoff in between; returns the last exit code. Each restart is
+        a sync of its own (the pull secrets read again)."""
+        again = False
         while True:
+            if again:
+                self.secrets_read = False
+            again = True
             if await self._ensure_image(c.spec) or self._stopping.is_set() or await self._ensure_config(c.spec) \
                     or self._stopping.is_set():
                 return 0  # deleted while waiting for its image or configuration: never started
@@ -890,6 +903,7 @@ class ProcessPodWorker(PodWorker):
         return started
 
     async def _start_debug(self, c: Container) -> None:
+        self._next_sync()
         await self._container_loop(await self._set_up(c), lambda _code: False)
 
     async def _write_running(self, now: str) -> None:

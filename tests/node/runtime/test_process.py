@@ -519,6 +519,27 @@ async def test_container_events_and_an_unhealthy_event_for_each_failed_probe(env
         [e[:4] for e in ev]
 
 
+async def test_a_missing_pull_secret_is_told_once_a_sync_and_again_at_a_restart(env):
+    """getPullSecretsForPod once a SyncPod: the init container's start is one sync, the two app
+    containers' another (not one each), and the app container's restart a third."""
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    p = pod("private", SERVE, restart="Always", grace=0)
+    p["spec"]["imagePullSecrets"] = [{"name": "regcred"}]
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36", "command": ["true"]}]
+    p["spec"]["containers"].append({"name": "once", "image": "busybox:1.36", "command": ["sh", "-c", "sleep 1"]})
+
+    async def told():  # the app containers' starts (`once` restarts each second), and the Warning's count
+        ev = await kubelet_events(client, "private")
+        started = sum(n for _, r, f, _, n in ev if r == "Started" and f.startswith("spec.containers"))
+        warned = sum(n for _, r, _, _, n in ev if r == "FailedToRetrieveImagePullSecret")
+        return (started, warned) if started >= 3 and warned == started else None
+    await pods.create(p)
+    # 1 (the init container's sync) + 1 (the apps') + each restart: as many as the apps' Started
+    assert await eventually(told)
+    await pods.delete("private", "default")
+
+
 async def test_a_refused_probe_says_what_go_would_and_deletion_kills(env):
     """A refused connection in Go's words; deleting the pod records Killing 'Stopping container'."""
     client, _, _ = env
