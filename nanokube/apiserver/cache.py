@@ -1261,9 +1261,11 @@ class WatchCache:
         self._trimmed.discard(rp)
         self._listed_at[rp] = self.rev
 
-    def reaches(self, prefix: str, rev: int) -> bool:
-        """Whether a list of `prefix` at revision `rev` (not newer than the cache's) can be served (`scan`)."""
-        return rev >= self._compacted and (rev >= self._oldest or rev >= self._reach(_bucket(prefix)))
+    def stored(self, prefix: str, kvs: list[KV]) -> list[tuple[str, Entry]]:
+        """`kvs` of the resource under `prefix` as read from the store at a revision `scan` no longer
+        reaches, as entries decoded when read."""
+        decode = self.decoder(_bucket(prefix))
+        return [(kv.key, Entry(None, kv.mod_revision, None, kv.value, decode, len(kv.value))) for kv in kvs]
 
     def compact(self, rev: int) -> None:
         """The store forgot its history up to `rev` (the API server's compactor): a list at an earlier

@@ -825,8 +825,6 @@ class GenericREST:
                     await self.cache.sync()
                     if want > self.cache.rev:
                         raise _too_large_resource_version(want, self.cache.rev, retry=0)
-                if not self.cache.reaches(res.key_prefix(namespace), want):
-                    raise errors.gone("The resourceVersion for the provided list is too old.")
             try:
                 await self.cache.wait_for(want, FUTURE_RV_WAIT)
             except TimeoutError:
@@ -847,10 +845,17 @@ class GenericREST:
             at = want  # the collection as it was then, answered with that revision (and paged at it)
         # without selectors a page needs only its own entries (and one more, to know there are more);
         # a continued list reads the revision its first page did (rv -1: the latest, as upstream's)
+        n = limit + 1 if limit and everything else 0
         try:
-            total, entries = self.cache.scan(prefix, start, limit + 1 if limit and everything else 0, rev=max(at, 0))
-        except Compacted:
-            raise _ExpiredContinue(continuetoken.encode(start, prefix, -1)) from None
+            total, entries = self.cache.scan(prefix, start, n, rev=max(at, 0))
+        except Compacted:  # older than the cache reaches: the store's to serve (etcd's history), as the cacher's
+            try:
+                total, kvs = await self.cache.store.list_at(prefix, at, start, n)
+            except Compacted:
+                if continue_:
+                    raise _ExpiredContinue(continuetoken.encode(start, prefix, -1)) from None
+                raise errors.gone("The resourceVersion for the provided list is too old.") from None
+            entries = self.cache.stored(prefix, kvs)
         rev = at if at > 0 else self.cache.rev
         out: list[Entry] = []
         remaining = 0

@@ -285,6 +285,17 @@ class EtcdStore(Store):
                 raise
         self._compacted = max(self._compacted, revision)
 
+    async def list_at(self, prefix: str, revision: int, after: str = "", limit: int = 0) -> tuple[int, list[KV]]:
+        body = {"key": _b64(after + "\0" if after else prefix), "range_end": _prefix_end(prefix),
+                "revision": str(revision), "limit": str(limit)}
+        try:
+            resp = await self._post("/kv/range", body, idempotent=True)
+        except _EtcdError as e:
+            if "has been compacted" in e.message:
+                raise Compacted(revision, max(self._compacted, revision + 1)) from None
+            raise
+        return int(resp.get("count", 0)), [_kv(raw) for raw in resp.get("kvs", [])]
+
     async def compaction_round(self, turn: int, revision: int) -> tuple[int, int, int]:
         """kube-apiserver's round, taken by one of the API servers sharing this etcd: the version of
         the key `compact_rev_key` is the rounds' count; the server whose count matches it bumps it

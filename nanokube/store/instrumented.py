@@ -117,6 +117,16 @@ class InstrumentedStore(Store):
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)
 
+    async def list_at(self, prefix: str, revision: int, after: str = "", limit: int = 0) -> tuple[int, list[KV]]:
+        t0, failed = time.perf_counter(), False
+        try:
+            return await self.inner.list_at(prefix, revision, after, limit)
+        except Unavailable:
+            failed = True
+            raise
+        finally:
+            self._obs("list", prefix, t0, failed)
+
     async def compaction_round(self, turn: int, revision: int) -> tuple[int, int, int]:
         return await self.inner.compaction_round(turn, revision)
 

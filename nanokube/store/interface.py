@@ -139,6 +139,13 @@ class Store(abc.ABC):
     async def compact(self, revision: int) -> None:
         """Forget history at or below `revision` (current values stay)."""
 
+    async def list_at(self, prefix: str, revision: int, after: str = "", limit: int = 0) -> tuple[int, list[KV]]:
+        """The keys under `prefix` sorting after `after` as they were at `revision`: how many there
+        were, and the first `limit` of them (all when 0), sorted by key. Raises Compacted where the
+        store no longer holds that revision, which this default (a store that keeps no past values:
+        the watch cache's window of events is its history) always does."""
+        raise Compacted(revision, max(self.compacted_revision, revision + 1))
+
     async def compaction_round(self, turn: int, revision: int) -> tuple[int, int, int]:
         """One round of kube-apiserver's compactor (apiserver/app.py's `_compactor`): compact at
         `revision`, the store's revision the previous round returned (none at 0, the first round).

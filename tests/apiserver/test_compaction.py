@@ -16,6 +16,7 @@ from kubernetes.client.rest import ApiException
 from nanokube.clock import VirtualClock
 from nanokube.store.memory import MemoryStore
 from nanokube.store.sqlite import SQLiteStore
+from tests.controllers import tries
 from tests.served import served
 
 INTERVAL = 300.0
@@ -130,3 +131,55 @@ async def test_a_watch_older_than_its_resource_s_history_is_expired_and_the_clie
         relisted = await asyncio.to_thread(writes, ["e"])
         await asyncio.to_thread(writes, ["f"])
         assert await asyncio.to_thread(watched, relisted) == ("ADDED", "f")
+
+
+async def test_on_etcd_a_token_older_than_the_cache_s_window_is_read_from_etcd_until_compacted(tmp_path):
+    """Where the watch cache's window no longer reaches a continue token's or an Exact list's revision,
+    etcd's own history serves it (upstream's cacher delegates such a list to etcd), until the
+    compactor compacts it; the embedded stores keep no past values, so there it is 410 at once."""
+    from nanokube.store.etcd import EtcdStore
+    from tests.conftest import EtcdServer, etcd_binary
+
+    (tmp_path / "etcd").mkdir()
+    etcd = EtcdServer(etcd_binary(), tmp_path / "etcd")
+    etcd.start()
+    clock = VirtualClock()
+
+    def narrow(server):  # the window and the configmaps' history: their newest event only
+        server.cache.window = 1
+        server.cache.capacity_min = server.cache.capacity_max = 1
+    try:
+        async with served(tmp_path, store=EtcdStore([etcd.endpoint]), clock=clock, compaction_interval=INTERVAL,
+                          prepare=narrow) as (server, api):
+            core = client.CoreV1Api(api)
+
+            def first_page():
+                for i in range(5):
+                    core.create_namespaced_config_map(NS, {"metadata": {"name": f"cm{i}"}})
+                page = core.list_namespaced_config_map(NS, limit=2)
+                for name in ("cm8", "cm9"):
+                    core.create_namespaced_config_map(NS, {"metadata": {"name": name}})
+                core.list_namespaced_config_map(NS)  # (the cache has seen them)
+                return page.metadata._continue, page.metadata.resource_version
+            token, rv = await asyncio.to_thread(first_page)
+            assert server.cache.oldest_revision > int(rv)
+
+            page = await asyncio.to_thread(core.list_namespaced_config_map, NS, limit=2, _continue=token)
+            assert [o.metadata.name for o in page.items] == ["cm2", "cm3"] and page.metadata.resource_version == rv
+            assert page.metadata.remaining_item_count == 1
+            exact = await asyncio.to_thread(core.list_namespaced_config_map, NS, resource_version=rv,
+                                            resource_version_match="Exact")
+            assert [o.metadata.name for o in exact.items] == [f"cm{i}" for i in range(5)]
+            assert {o.metadata.resource_version for o in exact.items} <= {str(r) for r in range(int(rv) + 1)}
+
+            for _ in tries():  # (each round waits on etcd, real I/O the virtual clock does not wait for)
+                await clock.advance(INTERVAL)
+                try:
+                    await asyncio.to_thread(core.list_namespaced_config_map, NS, limit=2, _continue=token)
+                except ApiException as e:
+                    refused = e
+                    break
+            status = json.loads(refused.body)
+            assert (refused.status, status["reason"], status["message"]) == (410, "Expired", CONTINUE_EXPIRED)
+    finally:
+        etcd.stop()
