@@ -66,27 +66,34 @@ def _bind(ctx: cel.Context, activation: dict[str, Any], boxed: bool = False) -> 
     """Set the admission variables on this thread's context, converting only what it does not
     hold yet for this activation: an activation's values are private copies, replaced (never
     changed) while it is evaluated, except `variables`, which fills as a policy's variables are
-    computed and is set every time. Most of an evaluation is converting a whole object into the
-    engine, once per expression before. `boxed`: the expression reads `variables` only as
-    `variables.<name>`, so each of the policy's variables is set as the engine's optional value
-    holding it, converted once per activation (the engine's field selection takes a present
-    optional's value); else the whole map is converted, as every evaluation did before: each of
-    a policy's variables converted again for every later one, 40 lists of 5,000 strings 7.4 s."""
+    computed and is set again once it grew. Most of an evaluation was converting a whole object
+    into the engine, once per expression, and then the engine copying every value it holds
+    whenever one is set: setting `variables` at every evaluation copied the object every time.
+    `boxed`: the expression reads `variables` only as `variables.<name>`, so each of the policy's
+    variables is set as the engine's optional value holding it, converted once per activation
+    (the engine's field selection takes a present optional's value); else the whole map is
+    converted, as every evaluation did before: each of a policy's variables converted again for
+    every later one, 40 lists of 5,000 strings 7.4 s."""
     loaded = getattr(_LOCAL, "loaded", None)
     if loaded is None or loaded[0] is not activation:
         loaded = _LOCAL.loaded = (activation, {}, {})
     held, boxes = loaded[1], loaded[2]
     for name in VARIABLES:
         v = activation.get(name)
-        if name == "variables" and boxed and v:
-            for k, value in v.items():
-                if k not in boxes or boxes[k][0] is not value:
-                    boxes[k] = (value, cel.OptionalValue.of(value))
-            bound = tuple((k, id(boxes[k][1])) for k in v)
-            if held.get(name) != bound:  # (setting any variable has the engine copy all of them again)
-                ctx.add_variable(name, {k: boxes[k][1] for k in v})
-                held[name] = bound
-        elif name == "variables" or name not in held or held[name] is not v:
+        if name == "variables":  # (set again only once it grew: setting any has the engine copy them all)
+            if boxed and v:
+                for k, value in v.items():
+                    if k not in boxes or boxes[k][0] is not value:
+                        boxes[k] = (value, cel.OptionalValue.of(value))
+                bound = tuple((k, id(boxes[k][1])) for k in v)
+                if held.get(name) != bound:
+                    ctx.add_variable(name, {k: boxes[k][1] for k in v})
+            else:
+                bound = (id(v), len(v) if v else 0)  # (a policy's variables are only ever added)
+                if held.get(name) != bound:
+                    ctx.add_variable(name, v)
+            held[name] = bound
+        elif name not in held or held[name] is not v:
             ctx.add_variable(name, v)
             held[name] = v
 
