@@ -430,8 +430,9 @@ class WatchCache:
     def __init__(self, store: Store, window: int = 50_000, clock: Clock = REAL):
         """`clock` times the read-your-writes waits (`wait_for`) and each resource's history: virtual
         seconds in simulation. `window`: how many events of all resources together a list at an
-        earlier revision reaches back (a continue token's, resourceVersionMatch=Exact), as far as
-        etcd's history reaches for upstream's cacher, which hands such lists to it."""
+        earlier revision reaches back (a continue token's, resourceVersionMatch=Exact): the history
+        of a store that keeps no past values; a list further back reads etcd's own (Store.list_at),
+        as upstream's cacher hands it such lists, until the compactor compacts it (`compact`)."""
         self.store = store
         self.clock = clock
         self.window = window
