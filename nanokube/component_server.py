@@ -28,7 +28,7 @@ from .client import metrics as client_metrics
 from .metrics.build_info import BUILD_INFO
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
-from .machinery import errors, featuregates, goserver
+from .machinery import errors, featuregates, goserver, tlsport
 from .machinery.responses import error_response
 from .machinery.user import User, bearer_token
 from .pki.ca import issue, new_ca
@@ -284,6 +284,15 @@ def serve_certificate(ctx: ssl.SSLContext, pem_path: str) -> None:
     ctx.sni_callback = None
 
 
+class _Site(web.TCPSite):
+    """A TCPSite whose plain HTTP requests are answered as Go's server answers them (machinery/tlsport.py)."""
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # (TCPSite.start's create_server is asyncio's)
+        self._server = await tlsport.create_server(self._runner.server, self._ssl_context, host=self._host,
+                                                   port=self._port, backlog=self._backlog)
+
+
 async def serve(args, application: web.Application, name: str, client_ca: bytes = b"",
                 tls: ssl.SSLContext | None = None) -> web.AppRunner | None:
     """Listen on --bind-address:--secure-port over HTTPS (the flags' certificate, or `tls`); port 0
@@ -292,8 +301,8 @@ async def serve(args, application: web.Application, name: str, client_ca: bytes 
         return None
     runner = goserver.bounded_runner(application)
     await runner.setup()
-    site = web.TCPSite(runner, args.bind_address, args.secure_port,
-                       ssl_context=tls or tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))
+    site = _Site(runner, args.bind_address, args.secure_port,
+                 ssl_context=tls or tls_context(args.tls_cert_file, args.tls_private_key_file, client_ca))
     try:
         await site.start()
     except OSError as e:

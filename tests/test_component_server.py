@@ -267,3 +267,22 @@ async def test_the_aiohttp_hooks_the_quiet_handler_relies_on_are_there():
         assert type(runner.server()) is goserver._Quiet  # what a TCPSite's connections are made by
     finally:
         await runner.cleanup()
+
+
+async def test_plain_http_on_the_secure_port_is_answered_as_gos_server_answers_it():
+    """fuzz65: as the API server's port (tests/apiserver/test_serving.py), a component's secure port answers
+    a request sent without TLS with Go's plain 400 on the bare connection, where it closed it unanswered,
+    and still serves TLS."""
+    import asyncio
+
+    async with component_port() as (port, insecure):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        plain = await asyncio.wait_for(reader.read(), 20)
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=insecure)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        served = await asyncio.wait_for(reader.read(), 20)
+        writer.close()
+    assert plain == b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+    assert served.startswith(b"HTTP/1.1 200 ") and served.endswith(b"\r\n\r\nok")

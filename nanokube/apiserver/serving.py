@@ -21,6 +21,8 @@ import asyncio
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from ..machinery import tlsport
+
 #: http.Server.ReadHeaderTimeout kube-apiserver sets ("just shy of" the upper bound of a request's timeout)
 READ_HEADER_TIMEOUT = 32.0
 #: http.Server.IdleTimeout kube-apiserver sets (http.DefaultTransport's keep-alive timeout)
@@ -42,11 +44,10 @@ class HeaderDeadline(RequestHandler):
 
 class Site(web.SockSite):
     """A listening socket whose TLS handshakes must be done within READ_HEADER_TIMEOUT (Go's server bounds
-    a handshake by its shortest read or write timeout), not asyncio's 60 s."""
+    a handshake by its shortest read or write timeout), not asyncio's 60 s, and whose plain HTTP requests
+    are answered Go's 400 (machinery/tlsport.py)."""
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # (SockSite.start's create_server takes no handshake timeout)
-        tls = self._ssl_context
-        self._server = await asyncio.get_running_loop().create_server(
-            self._runner.server, sock=self._sock, ssl=tls, backlog=self._backlog,
-            ssl_handshake_timeout=READ_HEADER_TIMEOUT if tls else None)
+        self._server = await tlsport.create_server(self._runner.server, self._ssl_context, READ_HEADER_TIMEOUT,
+                                                   sock=self._sock, backlog=self._backlog)

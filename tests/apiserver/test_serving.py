@@ -7,6 +7,7 @@ unanswered, and that a request or a watch that goes on past them is not cut."""
 import asyncio
 import contextlib
 import socket
+import ssl
 
 import orjson
 import pytest
@@ -127,3 +128,51 @@ async def test_an_answer_its_client_does_not_read_is_cut_at_the_requests_deadlin
                 body += chunk
         assert 0 < length and len(body) < length
         writer.transport.abort()
+
+
+async def test_plain_http_on_the_tls_port_is_answered_as_gos_server_answers_it(tmp_path):
+    """fuzz65: `curl http://` at the TLS port got nothing (asyncio failed the handshake and closed the
+    connection); Go's server answers a record header that reads like a request line with its plain 400,
+    even one that comes in pieces. A ClientHello whose first byte comes alone is still a handshake."""
+    async with served(tmp_path) as (server, ctx):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GE")
+        await writer.drain()
+        await asyncio.sleep(0.1)  # (two segments: the first shorter than a record header)
+        writer.write(b"T /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert await _read_to_end(reader) == b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+        writer.close()
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+        hello = True
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                sent = outgoing.read()
+            if hello:
+                writer.write(sent[:1])
+                await writer.drain()
+                await asyncio.sleep(0.1)
+                sent, hello = sent[1:], False
+            writer.write(sent)
+            incoming.write(await asyncio.wait_for(reader.read(1 << 16), CLOSED_WITHIN))
+        tls.write(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        writer.write(outgoing.read())
+        answer = b""
+        while True:
+            try:
+                if not (piece := tls.read(1 << 16)):
+                    break
+                answer += piece
+            except ssl.SSLWantReadError:
+                if not (got := await asyncio.wait_for(reader.read(1 << 16), CLOSED_WITHIN)):
+                    break
+                incoming.write(got)
+            except ssl.SSLZeroReturnError:
+                break
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nok"), answer
