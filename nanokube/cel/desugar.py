@@ -68,6 +68,9 @@ _ACCESSORS = frozenset({"getFullYear", "getMonth", "getDate", "getDayOfMonth", "
 SHORT_CIRCUITS = frozenset({"all", "exists"})
 #: the comprehensions whose list is built by `collect` (the engine's own is quadratic)
 _BUILT = frozenset({"map", "filter", "sortBy"})
+#: the variable whose fields admission sets as the engine's optional values, which only its field
+#: selection unwraps: `variables.x` stays a selection (every other `a.f` is printed `a["f"]`)
+BOXED = "variables"
 
 
 def _sort_by_keys(items: list, keys: list) -> list:
@@ -152,10 +155,11 @@ _PRECEDENCE = {"_||_": 1, "_&&_": 2, **{f: 3 for f in ("_==_", "_!=_", "_<_", "_
 def needs_rewrite(n: Node, builds: bool = True, types: dict[int, Type] | None = None) -> bool:
     """Whether the engine needs the printed form: for syntax it lacks, for a call it answers
     differently (`types`: the checker's, which tell them), or (`builds`) for a map or filter
-    it would build in quadratic time."""
+    it would build in quadratic time or a field selection (which copies what it selects)."""
     if n.kind in ("bind", "struct") or n.optional or (n.kind == "call" and n.name == "_[?_]") or (
             n.kind == "comprehension" and (len(n.vars) == 2 or n.name in ("sortBy", *OPTIONAL_MACROS) or
-                                           (builds and n.name in _BUILT))):
+                                           (builds and n.name in _BUILT))) or (
+            builds and n.kind == "select" and not n.test_only):
         return True
     if types is not None and _restated(n, types):
         return True
@@ -254,7 +258,9 @@ class Printer:
         if n.test_only:
             return f"has({self.receiver(n.target)}.{n.name})"
         if not n.optional and self.type_of(n.target).name != "optional":
-            return f"{self.receiver(n.target)}.{n.name}"
+            if n.target.kind == "ident" and n.target.name == BOXED:
+                return f"{n.target.name}.{n.name}"
+            return f"{self.receiver(n.target)}[{_str(n.name)}]"
         return f"{OPT_FIELD}({self(n.target)}, {_str(n.name)})"
 
     def p_list(self, n: Node) -> str:
