@@ -97,6 +97,11 @@ def _st(rs: dict, field: str) -> int:
     return (rs.get("status") or {}).get(field, 0)
 
 
+def _has_deadline(d: dict) -> bool:
+    """HasProgressDeadline: progressDeadlineSeconds other than the largest int32, which means never."""
+    return d["spec"].get("progressDeadlineSeconds", 600) != NO_DEADLINE
+
+
 def _progressed(before: dict, after: dict) -> bool:
     """Upstream's DeploymentProgressing: more updated, ready or available replicas, or fewer old ones,
     than the last status reported (a count that only fell is no progress)."""
@@ -349,7 +354,7 @@ class DeploymentController(Controller):
         if revision(cur) != rev:
             md = cur["metadata"]
             new = {**cur, "metadata": {**md, "annotations": {**(md.get("annotations") or {}), REVISION: str(rev)}}}
-        if created:
+        if created and _has_deadline(cur):
             st = dict(cur.get("status") or {})
             st["conditions"] = self._with_condition(st, "Progressing", "True", "NewReplicaSetCreated",
                                                     f'Created new replica set "{created}"')
@@ -531,8 +536,7 @@ class DeploymentController(Controller):
         """Pausing or resuming shows in Progressing (Unknown), unless there is
         no progress deadline or it was already exceeded."""
         prog = find_condition(st.get("conditions"), "Progressing")
-        if d["spec"].get("progressDeadlineSeconds", 600) == NO_DEADLINE or \
-                prog is not None and prog.get("reason") == "ProgressDeadlineExceeded":
+        if not _has_deadline(d) or prog is not None and prog.get("reason") == "ProgressDeadlineExceeded":
             return list(st.get("conditions") or [])
         was_paused = prog is not None and prog.get("reason") == "DeploymentPaused"
         if d["spec"].get("paused") and not was_paused:
@@ -542,13 +546,19 @@ class DeploymentController(Controller):
         return list(st.get("conditions") or [])
 
     def _progress(self, d: dict, before: dict, st: dict, new_rs: dict, old: list[dict]) -> list[dict]:
-        """Progressing as upstream's syncRolloutStatus: untouched once a rollout completed with nothing
-        left to replace (a scale keeps NewReplicaSetAvailable and its message); else complete, then any
+        """Progressing as upstream's syncRolloutStatus: none without a deadline; untouched once a rollout
+        completed with nothing left to replace (a scale keeps NewReplicaSetAvailable and its message); else complete, then any
         progress since the last status `before` (which ends a ProgressDeadlineExceeded: a rollback out
         of a stuck rollout is progressing again), then the deadline, counted from the last progress."""
         name = new_rs["metadata"]["name"]
+        if not _has_deadline(d):
+            return remove_condition(st.get("conditions"), "Progressing")
         prog = find_condition(st.get("conditions"), "Progressing")
-        if prog and prog.get("reason") == "NewReplicaSetAvailable" and st.get("replicas", 0) == st.get("updatedReplicas", 0):
+        if prog is None:  # getNewReplicaSet: the ReplicaSet of a deployment that came to have a deadline
+            st = {**st, "conditions": self._with_condition(st, "Progressing", "True", "FoundNewReplicaSet",
+                                                           f'Found new replica set "{name}"')}
+            prog = find_condition(st["conditions"], "Progressing")
+        if prog.get("reason") == "NewReplicaSetAvailable" and st.get("replicas", 0) == st.get("updatedReplicas", 0):
             return list(st.get("conditions") or [])
         if self._complete(d, new_rs, old):
             return self._with_condition(st, "Progressing", "True", "NewReplicaSetAvailable",
@@ -556,7 +566,7 @@ class DeploymentController(Controller):
         if _progressed(before, st):
             return self._with_condition(st, "Progressing", "True", "ReplicaSetUpdated",
                                         f'ReplicaSet "{name}" is progressing.', touch=True)
-        if prog and prog.get("reason") not in ("NewReplicaSetAvailable", "ProgressDeadlineExceeded"):
+        if prog.get("reason") not in ("NewReplicaSetAvailable", "ProgressDeadlineExceeded"):
             since, deadline = parse_time(prog["lastUpdateTime"]), d["spec"].get("progressDeadlineSeconds", 600)
             if self.clock.now() - since > deadline:
                 return self._with_condition(st, "Progressing", "False", "ProgressDeadlineExceeded",

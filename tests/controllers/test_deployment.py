@@ -177,6 +177,40 @@ async def test_scaling_a_completed_deployment_keeps_its_progressing_condition(en
     assert done["Progressing"] == conds["Progressing"]
 
 
+async def test_without_a_progress_deadline_there_is_no_progressing_condition(env):
+    """HasProgressDeadline: progressDeadlineSeconds 2147483647 never times out, and upstream then keeps
+    no Progressing condition (none on the new ReplicaSet, any removed); given a deadline later, the
+    deployment finds its ReplicaSet (FoundNewReplicaSet) and, complete, reports NewReplicaSetAvailable."""
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    d = deployment(replicas=2)
+    d["spec"]["progressDeadlineSeconds"] = 2**31 - 1
+    await deps.create(d)
+
+    async def available():
+        await ready_all(client)
+        got = await deps.get("web", "default")
+        st = got.get("status") or {}
+        return st if st.get("observedGeneration") == got["metadata"]["generation"] and st.get("availableReplicas") == 2 else None
+    st = await eventually(available)
+    assert [c["type"] for c in st["conditions"]] == ["Available"]
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+
+    async def rolled_out():
+        await ready_all(client)
+        got = await deps.get("web", "default")
+        st = got.get("status") or {}
+        done = got["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == "2" and \
+            st.get("observedGeneration") == got["metadata"]["generation"] and \
+            st.get("updatedReplicas") == st.get("replicas") == st.get("availableReplicas") == 2
+        return st if done else None
+    st = await eventually(rolled_out)
+    assert [c["type"] for c in st["conditions"]] == ["Available"]
+    await patch_retrying(deps, "web", {"spec": {"progressDeadlineSeconds": 600}})
+    _, conds = await eventually(lambda: rollout_done(client, "2"))
+    assert conds["Progressing"]["status"] == "True"
+
+
 async def test_template_back_to_revision_one_revives_its_replicaset_with_history_and_events(env):
     client = env
     deps = client.resource("apps", "v1", "deployments")
