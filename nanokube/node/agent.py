@@ -27,6 +27,7 @@ from . import admission, csinode
 from .cluster import NodeSpec
 from .devicemanager.manager import REJECT_REASON, AllocationError, DeviceManager
 from .devicemanager.plugin import simulated_plugins
+from .dra import checkpoint
 from .dra.driver import NodeDriver
 from .dra.grpc_api import DRA_PLUGIN_TYPE
 from .dra.plugin_manager import DRAPluginManager
@@ -328,7 +329,8 @@ class NodeAgent:
         self.plugin_watcher = PluginWatcher(self.plugins_registry, {DRA_PLUGIN_TYPE: self.dra_plugins}, clock,
                                             spec.name) if node_dir and plugin_registry else None
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
-                                    plugins=self.dra_plugins, cdi_dir=self.cdi_dir, device_health=self.dra.health)
+                                    plugins=self.dra_plugins, cdi_dir=self.cdi_dir, device_health=self.dra.health,
+                                    checkpoint_path=os.path.join(node_dir, checkpoint.FILE) if node_dir else "")
         self.dra_plugins.on_health = self.dra.on_health = self._device_health_changed
         if self.plugin_watcher is not None:
             self.claims.metrics.watch(self.plugin_watcher)

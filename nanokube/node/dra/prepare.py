@@ -23,14 +23,14 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from ...dra.podgroup_claims import owned_by_group
 from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims, reserved_for_pod
 from ..cluster import NodeSpec
-from . import cdi, nvidia
+from . import cdi, checkpoint, nvidia
 from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
 from .grpc_api import DRA_SERVICES
 from .metrics import ANY_DRIVER, PREPARE, UNPREPARE, DRAMetrics
@@ -98,8 +98,9 @@ class ClaimPreparer:
 
     def __init__(self, client, spec: NodeSpec, drivers: Collection[str], clock: Clock = REAL,
                  plugins: DRAPluginManager | None = None, cdi_dir: str = "",
-                 device_health: Callable[[str], str] | None = None):
-        """`device_health(device)`: a built-in driver's device's health, "Healthy" or "Unhealthy"."""
+                 device_health: Callable[[str], str] | None = None, checkpoint_path: str = ""):
+        """`device_health(device)`: a built-in driver's device's health, "Healthy" or "Unhealthy";
+        `checkpoint_path`: where the prepared claims are kept across restarts (checkpoint.py), if anywhere."""
         self.claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
         self.spec = spec
         #: the built-in drivers whose kubelet plugin runs on this node
@@ -130,6 +131,9 @@ class ClaimPreparer:
         #: pods whose claims were asked for and not yet released: each release is one UnprepareResources
         self.pods_seen: set[str] = set()
         self.metrics = DRAMetrics(clock, self.claims_in_use)
+        self.checkpoint_path = checkpoint_path
+        if checkpoint_path:
+            self._restore(checkpoint.load(checkpoint_path))
         if plugins is not None:
             plugins.metrics = self.metrics
 
@@ -207,6 +211,8 @@ class ClaimPreparer:
                 self.metrics.call(driver, _BUILTIN_PREPARE, started)
         self.by_pod[md["uid"]] = uids
         self.attempted.pop(md["uid"], None)
+        if uids:
+            self._save()
 
     async def unprepare(self, pod_uid: str) -> None:
         """Release the pod's claims; the last pod out unprepares the claim. A claim whose
@@ -236,7 +242,42 @@ class ClaimPreparer:
             for driver in self.drivers_of.pop(uid, ()):
                 if driver in self.drivers:
                     self.metrics.call(driver, _BUILTIN_UNPREPARE, builtin_started)
+            self._save()
         self.metrics.operation(UNPREPARE, started, failed)
+
+    def _save(self) -> None:
+        """Checkpoint the prepared claims, each with its pods and devices (a pod's claim is saved
+        once prepared: one whose preparation failed is not, and a restarted node prepares it again)."""
+        if not self.checkpoint_path:
+            return
+        state = {uid: {"namespace": ns, "name": name, "pods": sorted(pods),
+                       "drivers": list(self.drivers_of.get(uid, ())),
+                       "external": {d: [asdict(p) for p in ps] for d, ps in self.external.get(uid, {}).items()},
+                       "builtin": {d: [asdict(p) for p in ps] for d, ps in self.builtin.get(uid, {}).items()},
+                       "nvidia": self.nvidia_devices.get(uid, [])}
+                 for uid, (ns, name, pods) in self.prepared.items()}
+        try:
+            checkpoint.save(self.checkpoint_path, state)
+        except OSError as e:
+            log.warning("node %s: writing DRA checkpoint: %s", self.spec.name, e)
+
+    def _restore(self, state: dict[str, dict]) -> None:
+        """Take up what the node's previous run checkpointed: its pods' claims count as prepared."""
+        def devices(by_driver: dict) -> dict[str, list[_Prepared]]:
+            return {d: [_Prepared(tuple(p["requests"]), p["pool"], p["device"], tuple(p["cdi_ids"]), p["share_id"])
+                        for p in ps] for d, ps in by_driver.items()}
+        for uid, c in state.items():
+            self.prepared[uid] = (c["namespace"], c["name"], set(c["pods"]))
+            self.drivers_of[uid] = tuple(c["drivers"])
+            if c["external"]:
+                self.external[uid] = devices(c["external"])
+            if c["builtin"]:
+                self.builtin[uid] = devices(c["builtin"])
+            if c["nvidia"]:
+                self.nvidia_devices[uid] = c["nvidia"]
+            for pod in c["pods"]:
+                self.by_pod.setdefault(pod, []).append(uid)
+                self.pods_seen.add(pod)
 
     def is_prepared(self, namespace: str, name: str) -> bool:
         return any(ns == namespace and n == name for ns, n, _ in self.prepared.values())

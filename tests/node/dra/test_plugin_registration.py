@@ -454,3 +454,48 @@ def test_a_restarting_plugin_makes_the_node_print_no_grpc_noise():
         shutil.rmtree(base, ignore_errors=True)
     assert r.returncode == 0 and r.stdout == "reconnected\n", r.stderr
     assert "goaway" not in r.stderr.lower(), r.stderr
+
+
+async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint():
+    """As upstream's DRA manager checkpoints its claim cache (dra_manager_state): a node agent
+    restarted under a running pod adopts it without a second NodePrepareResources, its containers
+    keep their CDI devices, and the pod's deletion still unprepares the claim through the driver."""
+    base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
+    d = None
+    try:
+        await mgr.start()
+        a = mgr.agents[NODE]
+        d = PluginDriver(DRIVER, a.plugins_registry, f"{base}/{NODE}/plugins", a.cdi_dir,
+                         lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
+        await registered(clock, mgr, d)
+        claim, pod, pods = await _claimed_pod(s.client, "kept", "kept")
+        await eventually(phase(pods, "kept", "Running", clock))
+        assert os.path.exists(os.path.join(base, NODE, "dra_manager_state"))
+        await mgr.stop()
+        mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
+        await mgr.start()  # the driver runs on: the new agent registers it again and adopts the pod
+        await registered(clock, mgr, d)
+        assert d.statuses == [(True, ""), (True, "")]
+        a = mgr.agents[NODE]
+        assert a.claims.cdi_devices(pod, "app") == [f"{DRIVER}/device=gpu-0"]
+        assert a.claims.cdi_environment(pod, "app") == {"DRIVER": DRIVER, "DEVICE_0": "gpu-0"}
+        assert a.claims.claims_in_use() == {"<any>": 1, DRIVER: 1}
+        ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "kept"}
+        assert d.called("NodePrepareResources") == [{"claims": [ref]}]
+
+        await pods.delete("kept", "default", grace_period_seconds=0)
+        await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+        assert d.called("NodeUnprepareResources") == [{"claims": [ref]}]
+        assert a.claims.claims_in_use() == {"<any>": 0}
+        assert d.called("NodePrepareResources") == [{"claims": [ref]}]
+    finally:
+        await mgr.stop()
+        await s.close()
+        if d is not None:
+            d.stop()
+        shutil.rmtree(base, ignore_errors=True)
