@@ -10,6 +10,7 @@ from nanokube.apiserver.app import APIServer
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
+from tests.controllers import eventually
 
 
 @pytest.fixture
@@ -189,3 +190,42 @@ async def test_the_root_lists_the_served_paths_as_routes_index_does(server):
             "/readyz/informer-sync", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3", "/openid/v1/jwks",
             "/version"} <= set(paths)
     assert "/apis/apps/v1beta1" not in paths and paths[-1] == "/version"
+
+
+async def test_an_etcd_that_stops_answering_fails_the_etcd_checks_until_it_is_back(tmp_path):
+    """kube-apiserver's etcd checks read the store (--etcd-healthcheck-timeout, 2 s): with its etcd
+    stopped, `kubectl get --raw '/readyz?verbose'` and /livez answer 500 with `[-]etcd failed: reason
+    withheld` (and etcd-readiness), and pass again once etcd serves again."""
+    import aiohttp
+
+    from nanokube.store.etcd import EtcdStore
+    from tests.conftest import EtcdServer, etcd_binary
+
+    (tmp_path / "etcd").mkdir()
+    etcd = EtcdServer(etcd_binary(), tmp_path / "etcd")
+    etcd.start()
+    pki = ensure_pki(str(tmp_path))
+    s = APIServer(EtcdStore([etcd.endpoint]), pki, port=0)
+    try:
+        await s.start()
+        async with aiohttp.ClientSession(f"https://127.0.0.1:{s.port}",
+                                         connector=aiohttp.TCPConnector(ssl=admin_context(pki, tmp_path))) as http:
+            async def call(path):
+                async with http.get(path) as r:
+                    return r.status, await r.text()
+            assert await call("/livez") == (200, "ok")
+            etcd.stop()
+            status, text = await call("/readyz?verbose")
+            assert status == 500
+            assert "[+]log ok\n[-]etcd failed: reason withheld\n[-]etcd-readiness failed: reason withheld\n" in text
+            assert text.endswith("readyz check failed\n")
+            assert await call("/livez") == (500, "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n"
+                                                 "livez check failed\n")
+            etcd.start()
+
+            async def healthy():
+                return await call("/readyz") == (200, "ok")
+            await eventually(healthy)
+    finally:
+        await s.stop()
+        etcd.stop()
