@@ -285,6 +285,12 @@ class NodeManager:
         pods.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
         for pod in pods:
             self._dispatch(pod)
+        by_node: dict[str, set[str]] = {}
+        for pod in pods:
+            by_node.setdefault((pod.get("spec") or {}).get("nodeName") or "", set()).add(pod["metadata"]["uid"])
+        for name, agent in self.agents.items():
+            if agent.claims.pods_seen:  # (a checkpoint's: the pods its node ran before it restarted)
+                agent.claims.release_gone(by_node.get(name, set()))
 
     def _dispatch(self, pod: dict) -> None:
         if self._listed is not None:

@@ -117,6 +117,8 @@ class ClaimPreparer:
         self.attempted: dict[str, dict[str, tuple[str, str]]] = {}
         #: claim uid -> the task asking drivers that failed to unprepare it again
         self.unpreparing: dict[str, asyncio.Task] = {}
+        #: releasing the claims of pods deleted while the node was down (`release_gone`)
+        self._releasing: asyncio.Task | None = None
         self.clock = clock
         self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
         self.gpus = {d.name: d for d in spec.devices if d.kind == "gpu" and d.attributes.get("driver") == "nvidia"}
@@ -438,11 +440,25 @@ class ClaimPreparer:
             if self.unpreparing.get(uid) is asyncio.current_task():
                 del self.unpreparing[uid]
 
+    def release_gone(self, pods: Collection[str]) -> None:
+        """Release the claims of the pods the checkpoint holds that are not among `pods` (the
+        node's as the API server first lists them): deleted while the node was down, their claims
+        are unprepared now, as upstream's DRA manager reconciles its cache with the active pods."""
+        gone = [uid for uid in self.pods_seen if uid not in pods]
+        if gone:
+            log.info("node %s: releasing the claims of %d pods gone while it was down", self.spec.name, len(gone))
+            self._releasing = asyncio.create_task(self._release(gone))
+
+    async def _release(self, pod_uids: list[str]) -> None:
+        for uid in pod_uids:
+            await self.unprepare(uid)
+
     async def close(self) -> None:
         """Stop retrying unprepare calls (the node stops)."""
-        for t in self.unpreparing.values():
+        tasks = [*self.unpreparing.values(), *([self._releasing] if self._releasing else [])]
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self.unpreparing.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self.unpreparing.clear()
 
     def prepared_devices(self, pod: dict, container: str) -> list[tuple[dict, str, _Prepared]]:

@@ -459,7 +459,8 @@ def test_a_restarting_plugin_makes_the_node_print_no_grpc_noise():
 async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint():
     """As upstream's DRA manager checkpoints its claim cache (dra_manager_state): a node agent
     restarted under a running pod adopts it without a second NodePrepareResources, its containers
-    keep their CDI devices, and the pod's deletion still unprepares the claim through the driver."""
+    keep their CDI devices, and the pod's deletion still unprepares the claim through the driver;
+    the claim of a pod deleted while the node was down is unprepared once it is back."""
     base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
@@ -474,9 +475,12 @@ async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint
                          lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
         await registered(clock, mgr, d)
         claim, pod, pods = await _claimed_pod(s.client, "kept", "kept")
+        gone, _, _ = await _claimed_pod(s.client, "gone", "gone")
         await eventually(phase(pods, "kept", "Running", clock))
+        await eventually(phase(pods, "gone", "Running", clock))
         assert os.path.exists(os.path.join(base, NODE, "dra_manager_state"))
         await mgr.stop()
+        await pods.delete("gone", "default", grace_period_seconds=0)  # no kubelet runs: deleted at once
         mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
         await mgr.start()  # the driver runs on: the new agent registers it again and adopts the pod
         await registered(clock, mgr, d)
@@ -484,15 +488,19 @@ async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint
         a = mgr.agents[NODE]
         assert a.claims.cdi_devices(pod, "app") == [f"{DRIVER}/device=gpu-0"]
         assert a.claims.cdi_environment(pod, "app") == {"DRIVER": DRIVER, "DEVICE_0": "gpu-0"}
-        assert a.claims.claims_in_use() == {"<any>": 1, DRIVER: 1}
         ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "kept"}
-        assert d.called("NodePrepareResources") == [{"claims": [ref]}]
+        gone_ref = {"namespace": "default", "uid": gone["metadata"]["uid"], "name": "gone"}
+        # the gone pod's claim: unprepared once the driver is back (its first try found it not registered)
+        await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+        assert d.called("NodeUnprepareResources") == [{"claims": [gone_ref]}]
+        assert a.claims.claims_in_use() == {"<any>": 1, DRIVER: 1}
+        assert sorted(r["claims"][0]["name"] for r in d.called("NodePrepareResources")) == ["gone", "kept"]
 
         await pods.delete("kept", "default", grace_period_seconds=0)
-        await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
-        assert d.called("NodeUnprepareResources") == [{"claims": [ref]}]
+        await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) == 2)))
+        assert d.called("NodeUnprepareResources")[1] == {"claims": [ref]}
         assert a.claims.claims_in_use() == {"<any>": 0}
-        assert d.called("NodePrepareResources") == [{"claims": [ref]}]
+        assert len(d.called("NodePrepareResources")) == 2
     finally:
         await mgr.stop()
         await s.close()
