@@ -338,7 +338,7 @@ def _sizes(bounds: tuple[int, int]):
 class _Budget:
     """What one object's rules may still spend, and the binding its large values are set on."""
 
-    def __init__(self, binding: Binding | None = None) -> None:
+    def __init__(self, binding: Binding) -> None:
         self.remaining = RUNTIME_BUDGET
         self.binding = binding
 
