@@ -30,7 +30,8 @@ from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
-from ..metrics.exposition import CONTENT_TYPE, go_float as _float, gzip_preferred, gzipped, scrape_headers
+from ..metrics.build_info import BUILD_INFO
+from ..metrics.exposition import CONTENT_TYPE, go_float as _float, gzip_preferred, gzipped, render, scrape_headers
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from . import dns
@@ -475,7 +476,8 @@ class KubeletServer:
         device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
         HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls, its
         pod certificates' states, the pods and containers it runs, the volume stats collector's series of each claim in use (once,
-        however many pods here use it) and its plugin manager's plugins; families by name, as
+        however many pods here use it), the build (kubernetes_build_info, which the kubelet's main
+        registers as every component's does) and its plugin manager's plugins; families by name, as
         client_golang gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
@@ -519,7 +521,7 @@ class KubeletServer:
             lines += [f'kubelet_volume_stats_{name}{{namespace="{ns}",persistentvolumeclaim="{claim}"}} '
                       f"{_float(v[field])}" for (ns, claim), v in sorted(claims.items())]
         dra = self.agent.claims.metrics
-        text = dra.render().decode() + "\n".join(lines) + "\n" + dra.render_plugins().decode()
+        text = dra.render().decode() + "\n".join(lines) + "\n" + render(BUILD_INFO).decode() + dra.render_plugins().decode()
         return web.Response(text=text, headers={"Content-Type": CONTENT_TYPE})
 
     def _cadvisor(self) -> web.Response:

@@ -120,6 +120,11 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert text.startswith("# HELP dra_resource_claims_in_use [ALPHA] ") and \
         '\ndra_resource_claims_in_use{driver_name="<any>"} 0\n# HELP kubelet_lifecycle_handler_http_fallbacks_total ' \
         in text and "\nkubelet_lifecycle_handler_http_fallbacks_total 0\n# HELP kubelet_node_name " in text
+    # the build, as the kubelet's main registers it (after the kubelet_* families, by name)
+    assert "\nkubelet_sleep_action_terminated_early_total 0\n# HELP kubernetes_build_info [ALPHA] " in text
+    assert '\nkubernetes_build_info{build_date="2026-11-30T00:00:00Z",compiler="gc",git_commit="' + "0" * 40 + \
+        '",git_tree_state="clean",git_version="v1.37.0-nanokube",go_version="go1.25.0",major="1",minor="37",' \
+        'platform="linux/amd64"} 1\n' in text
 
 
 async def test_a_memory_pressure_faults_leak_is_in_the_nodes_working_set():
