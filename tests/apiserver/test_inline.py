@@ -14,10 +14,16 @@ from nanokube.apiserver.loophold import LoopHolds
 _SEEN = contextvars.ContextVar("seen", default="")
 
 
-async def _serve(app: web.Application, handler=None):
+async def _serve(handler, held: bool = False):
+    """An application answering every path with `handler`, served on a free port; `held`: the
+    connections call the API server's kind of handler, LoopHolds.serve marked own_context."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    holds = LoopHolds()
     # (no access log, as the API server's runner: one enabled, aiohttp's logger at INFO as another
     # test may leave it, hands every request to aiohttp's loop)
-    runner = StatusAppRunner(app, handler, access_log=None)
+    runner = StatusAppRunner(app, own_context(lambda request: holds.serve(request, app._handle)) if held else None,
+                             access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -49,10 +55,7 @@ async def test_ordinary_requests_run_in_the_connection_task_each_in_its_own_cont
         tasks.append((request.path, asyncio.current_task() is request.task))
         return web.Response(body=f"{before}|{len(body)}".encode())
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    holds = LoopHolds()
-    runner, port = await _serve(app, own_context(lambda request: holds.serve(request, app._handle)) if held else None)
+    runner, port = await _serve(handler, held)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
@@ -80,9 +83,7 @@ async def test_a_handler_s_error_is_answered_500_and_ends_the_connection():
             raise RuntimeError("boom")
         return web.Response(body=b"ok")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner, port = await _serve(app)
+    runner, port = await _serve(handler)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\nGET /fine HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -113,9 +114,7 @@ async def test_a_client_gone_mid_request_ends_its_handler_s_writes_and_the_conne
             raise
         return response
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner, port = await _serve(app)
+    runner, port = await _serve(handler)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -148,9 +147,7 @@ async def test_pipelined_requests_are_served_a_loop_turn_apart():
             asyncio.get_running_loop().call_soon(order.append, "turn")
         return web.Response(body=b"ok")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner, port = await _serve(app)
+    runner, port = await _serve(handler)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(1, 6)))
