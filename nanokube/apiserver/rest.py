@@ -1767,7 +1767,8 @@ class GenericREST:
                 warnings = await asyncio.to_thread(self._decode_checks, *args)
             else:  # called, not awaited through _computed: ~3 k less a small write
                 warnings = self._decode_checks(*args)
-            if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
+            if memo is not None and remembered is None and not warnings and not dups:
+                # no unknown field: checked as it is; no repeated key: strict.patch_duplicates passes it
                 status_patch.remember(memo, sch, body.get("status"))
             if not status_only:
                 res.strategy.default(body, version)

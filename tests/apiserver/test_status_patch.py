@@ -14,6 +14,7 @@ from nanokube.apiserver.cache import stored_value
 from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
 from nanokube.machinery import encoded
 from nanokube.machinery.fieldorder import in_upstream_order
+from tests.served import sent, served
 
 NS = "default"
 POD = {"metadata": {"name": "p", "namespace": NS, "labels": {"app": "a"}},
@@ -148,3 +149,18 @@ async def test_a_status_write_stores_the_bytes_of_its_object_with_the_parts_it_k
     assert encoded.known(obj["spec"]) == orjson.dumps(obj["spec"])
     kv = await stack.store.get("/registry/pods/default/p")
     assert kv.value == stored_value(in_upstream_order(dict(obj), ""))
+
+
+async def test_a_status_patch_repeating_a_key_warns_each_time_it_comes(tmp_path):
+    """A status patch that repeats a key is never remembered, so the scan for repeated keys that a
+    remembered patch goes without finds it each time: every pod's answer warns (fieldValidation=Warn)."""
+    raw = b'{"status":{"conditions":[{"type":"PodScheduled","status":"False","reason":"Twice","reason":"Twice"}]}}'
+    async with served(tmp_path) as (_, api):
+        for name in ("p", "q", "r"):
+            code, _, _ = await sent(api, "POST", f"/api/v1/namespaces/{NS}/pods",
+                                    {**POD, "metadata": {**POD["metadata"], "name": name}})
+            assert code == 201
+            code, body, warned = await sent(api, "PATCH", f"/api/v1/namespaces/{NS}/pods/{name}/status", raw,
+                                            STRATEGIC_PATCH)
+            assert code == 200 and body["status"]["conditions"][0]["reason"] == "Twice"
+            assert warned == ['299 - "duplicate field \\"status.conditions[0].reason\\""']

@@ -24,8 +24,9 @@ from ...machinery import encoded as json_memo
 
 #: key -> (schema, status), the oldest first (OrderedDict: see machinery/encoded.py)
 _PATCHED: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
-#: (patch type, patch bytes) of the patches remembered: each names status alone, so a request that
-#: sends them again is known to be such a patch without decoding them
+#: (patch type, patch bytes) of the patches remembered: each names status alone and repeats no key,
+#: so a request that sends them again is known to be such a patch without decoding them, nor
+#: scanning them for repeated keys (strict.patch_duplicates)
 _SEEN: OrderedDict[tuple[str, bytes], None] = OrderedDict()
 #: keys that missed in a row, by writer (resource and field manager)
 _MISSES: dict[tuple, int] = {}

@@ -11,6 +11,7 @@ import orjson
 from ...machinery import errors
 from .. import serializer, warning
 from ..options import APPLY_PATCH
+from . import status as status_patch
 
 if TYPE_CHECKING:
     from ..rest import WriteOptions
@@ -32,6 +33,8 @@ async def patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[s
             if found else []
         if texts and opts.field_validation == "Strict":
             raise errors.bad_request("error strict decoding YAML: " + texts[0])
+    elif status_patch.seen(ctype, raw):  # a remembered status patch: remembered only if it repeats no key
+        return []
     else:
         texts = await serializer.off_loop(serializer.duplicates, raw, False)
     if texts and opts.field_validation == "Strict":
