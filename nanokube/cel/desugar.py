@@ -21,6 +21,9 @@ the checked syntax tree and printed back to source:
 - `map` and `filter` (and the transforms) over more than a few elements
   build their list through `collect`: the engine's own are quadratic;
 - `.f` and `[i]` after an optional selection or index are optional too;
+- any other `a.f` is `a["f"]`: the engine's selection copies the whole value it selects (78 ms
+  for `object.spec.n` over 300,000 strings) and unwraps an optional value it finds in a map,
+  where the index does neither (`variables.f` stays a selection: see BOXED);
 - `o.optMap(v, e)` is `o.hasValue() ? optional.of(e) : optional.none()` with
   `v` read as `o.value()` (optFlatMap: `e` itself);
 - string() of a timestamp, duration, double or dyn value, size() of a string
