@@ -122,18 +122,19 @@ async def test_a_rollback_out_of_a_stuck_rollout_is_progressing_again(env):
     `kubectl rollout status` no longer fails on a ProgressDeadlineExceeded kept until the end."""
     client = env
     deps = client.resource("apps", "v1", "deployments")
-    d = deployment(replicas=2)
-    d["spec"]["progressDeadlineSeconds"] = 1
-    await deps.create(d)
+    await deps.create(deployment(replicas=2))
     await eventually(lambda: rollout_done(client, "1"))
-    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+    await patch_retrying(deps, "web", {"spec": {"progressDeadlineSeconds": 1,
+                                                "template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
 
     async def exceeded():
         got = await deps.get("web", "default")
         st = got.get("status") or {}
         cond = next((c for c in st.get("conditions") or [] if c["type"] == "Progressing"), {})
         return got if cond.get("reason") == "ProgressDeadlineExceeded" else None
-    stuck = await eventually(exceeded)
+    await eventually(exceeded)
+    # time enough for the rollback on a loaded machine; an exceeded deadline stays exceeded
+    stuck = await patch_retrying(deps, "web", {"spec": {"progressDeadlineSeconds": 600}})
     _, rv = await deps.list("default")
     stream = await deps.watch("default", rv)
     seen: list[tuple[str, str]] = []

@@ -169,15 +169,16 @@ def test_rolling_back_a_rollout_stuck_past_its_progress_deadline_rolls_out(clust
     """An image that cannot be pulled: the rollout exceeds progressDeadlineSeconds and `rollout status`
     says so; `rollout undo` back to the ready ReplicaSet is progress (upstream's syncRolloutStatus
     weighs it before the deadline), so the next `rollout status` waits for it and succeeds."""
-    d = _deployment("stuck", "busybox:1.36")
-    d["spec"]["progressDeadlineSeconds"] = 2
-    cluster.kubectl("create", "-f", "-", input=json.dumps(d))
+    cluster.kubectl("create", "-f", "-", input=json.dumps(_deployment("stuck", "busybox:1.36")))
     _rollout_done(cluster, "stuck")
     cluster.kubectl("patch", "deployment/stuck", "-p", json.dumps(
-        {"spec": {"template": {"metadata": {"annotations": {"sim.nanokube.io/pull-error": "not-found"}},
+        {"spec": {"progressDeadlineSeconds": 2,
+                  "template": {"metadata": {"annotations": {"sim.nanokube.io/pull-error": "not-found"}},
                                "spec": {"containers": [{"name": "main", "image": "busybox:stuck"}]}}}}))
     failed = cluster.kubectl("rollout", "status", "deployment/stuck", "--timeout=60s", check=False, timeout=70)
     assert (failed.returncode, failed.stderr) == (1, 'error: deployment "stuck" exceeded its progress deadline\n')
+    # time enough for the rollback on a loaded machine; an exceeded deadline stays exceeded
+    cluster.kubectl("patch", "deployment/stuck", "-p", '{"spec": {"progressDeadlineSeconds": 600}}')
     assert cluster.kubectl("rollout", "undo", "deployment/stuck").stdout == "deployment.apps/stuck rolled back\n"
     assert _rollout_done(cluster, "stuck").endswith('deployment "stuck" successfully rolled out\n')
     progressing = next(c for c in cluster.kubectl_json("get", "deployment", "stuck")["status"]["conditions"]
