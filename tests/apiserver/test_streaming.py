@@ -521,3 +521,38 @@ async def test_connect_admission_answers_before_the_create_check(server):
         await asyncio.sleep(0.05)
     assert (code, body["message"]) == (422, "pods \"one\" is forbidden: ValidatingAdmissionPolicy 'no-exec' with "
                                             "binding 'no-exec' denied request: no exec here")
+
+
+async def test_a_flood_of_small_websocket_frames_lets_the_loop_run_between_them(server):
+    """fuzz65: the frames of one read were all taken into the session without a loop turn, so 100,000
+    stdin frames of a byte each held the event loop (every other client) for seconds, while the command
+    had yet to read the first. 300 frames sent at once: the command sees at most YIELD_EVERY of them
+    queued when it reads, then all of them."""
+    from nanokube.machinery.httpstream.transports import YIELD_EVERY
+
+    class Queued:
+        def __init__(self):
+            self.queued: list[int] = []
+
+        def has_container(self, *_):
+            return True
+
+        async def exec(self, namespace, pod, uid, container, command, session):
+            while data := await session.read_stdin():
+                self.queued.append(session.stdin_data.qsize() + len(data))
+            return 0
+
+    node = Queued()
+    server.handlers.streams.node_servers.insert(0, lambda name: node if name == "n3" else None)
+    pods = server.index.get("", "v1", "pods")
+    await server.rest.create(pods, "v1", "default", {"metadata": {"name": "flood"}, "spec": {
+        "nodeName": "n3", "containers": [{"name": "app", "image": "x"}]}}, WriteOptions(user=SYSTEM))
+    url = f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/flood/exec?command=cat&stdin=true&stdout=true"
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
+            for _ in range(300):
+                await ws.send_bytes(b"\x00x")
+            await ws.send_bytes(bytes([255, 0]))
+            frames = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+    assert frames[-1][:1] == b"\x03" and orjson.loads(frames[-1][1:])["status"] == "Success"
+    assert len(node.queued) == 300 and max(node.queued) <= YIELD_EVERY, node.queued

@@ -24,6 +24,8 @@ CHUNK = 32 * 1024
 #: the largest WebSocket message a stream takes: golang.org/x/net/websocket's DefaultMaxPayloadBytes, past
 #: which the kubelet's wsstream ends the connection (a larger one closes it with 1009, message too big)
 MAX_MESSAGE = 32 << 20
+#: how many client frames a WebSocket's pump takes before it lets the event loop run others
+YIELD_EVERY = 64
 
 
 def offered(request: web.Request, header: str) -> list[str]:
@@ -77,8 +79,14 @@ class WebSocketChannels:
 
     async def pump_into(self, session: StreamSession | None, on_data=None) -> None:
         """Client frames until it closes: stdin and resizes into `session`
-        (or every data frame to `on_data(channel, bytes)`); CLOSE ends a channel."""
+        (or every data frame to `on_data(channel, bytes)`); CLOSE ends a channel. A loop turn
+        every YIELD_EVERY frames: those of one read are taken without one, and 100,000 of a few
+        bytes each (stdin, resizes, empty ones) held the event loop, every other client, for seconds."""
+        taken = 0
         async for msg in self.ws:
+            taken += 1
+            if taken % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             frame = b""
             if msg.type == WSMsgType.BINARY:
                 frame = msg.data
