@@ -88,7 +88,9 @@ def add_parser(sub) -> None:
                         "processes in network namespaces of the node's own, as up's --runtime process; needs root and "
                         "ip), the node's pod network routed from this host")
     p.add_argument("--root-dir", default="", metavar="DIR",
-                   help="where the kubelet keeps its state, the process runtime's (default: beside --kubeconfig)")
+                   help="where the kubelet keeps its state: the node's plugins_registry and plugins directories (DRA "
+                        "drivers register there), its pods' directories, the DRA checkpoint, the process runtime's "
+                        "(default: the process runtime's beside --kubeconfig, the rest in a temporary directory)")
     component_server.add_arguments(p, SECURE_PORT)
     c = p.add_argument_group("kubelet configuration (each flag given overrides --config's field; as upstream's, each "
                              "is deprecated in favour of the file, and says so when given)")
@@ -371,6 +373,7 @@ async def _run(args: argparse.Namespace, cluster) -> int:
                                   args.labels)
         runtime = _runtime(args)
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, runtime=runtime,
+                            node_dir=args.node_dir,
                             **options_from_env())
         agent = nodes.agents[name]
         if runtime is not None:
@@ -559,6 +562,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.node_name = args.node_name or socket.gethostname().lower()
     args.cert_dir = args.cert_dir or os.path.join(os.path.dirname(os.path.abspath(args.kubeconfig)), "pki")
+    # an explicit --root-dir holds the node's directories as upstream's does (<root>/plugins_registry, where a DRA
+    # driver registers); without one they are temporary, as kubelets beside one kubeconfig must not share them
+    args.node_dir = os.path.abspath(args.root_dir) if args.root_dir else ""
     args.root_dir = os.path.abspath(args.root_dir or os.path.dirname(os.path.abspath(args.kubeconfig)))
     if args.runtime == "process" and (problem := _process_runtime_problem()):
         print(f"nanokube kubelet: --runtime process: {problem}", file=sys.stderr)

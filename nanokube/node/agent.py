@@ -259,7 +259,7 @@ class NodeAgent:
                  plugin_registry: bool = True, sync_retry: float = SYNC_RETRY,
                  max_container_restart_period: float | None = None, cluster: WatchedCluster | None = None,
                  api_limit: tuple[float, int] | None = None, event_limit: tuple[float, int] | None = None,
-                 pod_pids_limit: int = -1):
+                 pod_pids_limit: int = -1, node_dir: str = ""):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle`, `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) and `cluster` (what simulated pods' network commands reach,
@@ -322,7 +322,7 @@ class NodeAgent:
         self.dra = NodeDriver(client, spec, clock)
         #: external DRA drivers' kubelet plugins register through sockets in `plugins_registry` (with a
         #: node directory only) and write CDI specs into `cdi_dir`, both under the node's directory
-        node_dir = os.path.join(pods_dir, spec.name) if pods_dir else ""
+        node_dir = node_dir or (os.path.join(pods_dir, spec.name) if pods_dir else "")
         self.plugins_registry = os.path.join(node_dir, "plugins_registry") if node_dir else ""
         self.cdi_dir = os.path.join(node_dir, "cdi") if node_dir else ""
         self.dra_plugins = DRAPluginManager(client, spec.name, clock)
@@ -359,7 +359,7 @@ class NodeAgent:
         self.pod_resources = PodResourcesServer(node_dir, lambda: [w.pod for w in self.workers.values()], self.claims,
                                                 clock, spec.name, devices=self.devices) \
             if node_dir and plugin_registry else None
-        self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
+        self.volumes = VolumeManager(client, spec.name, node_dir or os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched, node=lambda: self.node)
         self.volumes.host_paths = self.runtime.name == "process"
         memory = quantity_or_none(spec.allocatable.get("memory"))

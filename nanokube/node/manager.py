@@ -118,7 +118,8 @@ class NodeManager:
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
                  plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
                  sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None,
-                 client_limits: dict | None = None, pod_pids_limit: int = -1, standalone: bool = False):
+                 client_limits: dict | None = None, pod_pids_limit: int = -1, standalone: bool = False,
+                 node_dir: str = ""):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
@@ -130,7 +131,9 @@ class NodeManager:
         KUBELET_CLIENT_LIMITS; None: none, as `nanokube simulate` has it). `pod_pids_limit`: every
         agent's podPidsLimit (NodeAgent's). `standalone`: the one node of `cluster` under its own
         credentials (`nanokube kubelet`): it watches only its own pods, as the Node authorizer lets a
-        node, and leaves the cluster's DeviceClasses to whoever set the cluster up."""
+        node, and leaves the cluster's DeviceClasses to whoever set the cluster up; `node_dir`: that node's
+        directory (its plugins_registry, plugins, pods' directories, DRA checkpoint) in place of one under
+        `pods_dir`, as a kubelet's --root-dir holds them."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         #: the directory of its own when given none: removed on stop, or else when the manager goes (one never
@@ -156,7 +159,7 @@ class NodeManager:
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
                                   watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry,
                                   max_container_restart_period=max_container_restart_period,
-                                  cluster=self.watched_cluster, pod_pids_limit=pod_pids_limit,
+                                  cluster=self.watched_cluster, pod_pids_limit=pod_pids_limit, node_dir=node_dir,
                                   **(client_limits or {}))
                 for s in cluster.nodes()
             }

@@ -95,3 +95,84 @@ def test_a_driver_of_ones_own_prepares_the_claim_and_the_container_gets_its_cdi_
         assert f'dra_resource_claims_in_use{{driver_name="{DRIVER}"}}' not in metrics
     finally:
         driver.stop()
+
+
+def test_a_joined_kubelets_root_dir_is_where_a_driver_registers_and_its_claims_outlive_a_restart(byo, request):
+    """`nanokube kubelet --root-dir R`, as upstream's: a driver registers through R/plugins_registry
+    and serves from R/plugins/<driver>; the kubelet checkpoints the claim it prepared
+    (R/dra_manager_state), so once restarted it adopts the running pod without a second
+    NodePrepareResources, the container keeps its CDI edits, and the pod's deletion unprepares."""
+    if request.node.callspec.params["byo"] != "simulated":
+        pytest.skip("the joined kubelet runs the simulated runtime: once is enough")
+    import os
+    import shutil
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+
+    driver_name, node = "gpu.joined.example.com", "byo-joined"
+    root = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", byo.kubeconfig, "--root-dir", root,
+            "--node-name", node, "--bind-address", "127.0.0.1", "--secure-port", str(port), "--hostname-override",
+            "127.0.0.1", "--read-only-port", "0", "--healthz-port", "0"]
+    log = open(os.path.join(root, "kubelet.log"), "ab")
+    kubelet = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    api = byo.client()
+    core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+    driver = None
+    try:
+        wait_for(lambda: os.path.isdir(os.path.join(root, "plugins_registry")), what="the kubelet's plugins_registry")
+        driver = PluginDriver(driver_name, os.path.join(root, "plugins_registry"), os.path.join(root, "plugins"),
+                              os.path.join(root, "cdi"), lambda ns, n: [("gpu", node, "gpu-0")]).start()
+        wait_for(lambda: driver.statuses, what="registration")
+        assert driver.statuses == [(True, "")]
+        resource.create_device_class({"metadata": {"name": driver_name}, "spec": {
+            "selectors": [{"cel": {"expression": f"device.driver == '{driver_name}'"}}]}})
+        resource.create_resource_slice({"metadata": {"name": f"{node}-{driver_name}"}, "spec": {
+            "driver": driver_name, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0"}]}})
+        claim = resource.create_namespaced_resource_claim("default", {"metadata": {"name": "joined"}, "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver_name}}]}}})
+        core.create_namespaced_pod("default", {"metadata": {"name": "joined"}, "spec": {
+            "terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "gpu", "resourceClaimName": "joined"}],
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                            "resources": {"claims": [{"name": "gpu"}]}}]}})
+        wait_for(lambda: core.read_namespaced_pod("joined", "default").status.phase == "Running", what="pod Running")
+        ref = {"namespace": "default", "uid": claim.metadata.uid, "name": "joined"}
+        assert driver.called("NodePrepareResources") == [{"claims": [ref]}]
+        assert os.path.isfile(os.path.join(root, "dra_manager_state"))
+
+        kubelet.send_signal(signal.SIGTERM)
+        assert kubelet.wait(timeout=30) == 0
+        kubelet = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_for(lambda: len(driver.statuses) == 2, what="registration with the restarted kubelet")
+        env = wait_for(lambda: (r := byo.kubectl("exec", "joined", "--", "env", check=False)).returncode == 0
+                       and r.stdout.splitlines(), what="exec in the adopted pod")
+        assert f"DRIVER={driver_name}" in env and "DEVICE_0=gpu-0" in env
+        assert driver.called("NodePrepareResources") == [{"claims": [ref]}]
+
+        core.delete_namespaced_pod("joined", "default")
+        assert wait_for(lambda: driver.called("NodeUnprepareResources"), what="NodeUnprepareResources") == [
+            {"claims": [ref]}]
+    finally:
+        kubelet.send_signal(signal.SIGTERM)
+        try:
+            kubelet.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kubelet.kill()
+            kubelet.wait()
+        log.close()
+        if driver is not None:
+            driver.stop()
+        for args in (("delete", "pod", "joined", "--ignore-not-found", "--wait=false"),
+                     ("delete", "resourceclaim", "joined", "--ignore-not-found"),
+                     ("delete", "resourceslice", f"{node}-{driver_name}", "--ignore-not-found"),
+                     ("delete", "deviceclass", driver_name, "--ignore-not-found"),
+                     ("delete", "node", node, "--ignore-not-found")):
+            byo.kubectl(*args, check=False)
+        shutil.rmtree(root, ignore_errors=True)
