@@ -381,7 +381,7 @@ class ClaimPreparer:
             try:
                 resp = await plugin.prepare([_ref(c) for c in group])
             except grpc.RpcError as e:
-                raise NotReady(f"prepare dynamic resources: NodePrepareResources failed: {rpc_error(e)}") from None
+                raise NotReady(f"prepare dynamic resources: NodePrepareResources: {rpc_error(e)}") from None
             for c in group:
                 result = resp.claims.get(c["metadata"]["uid"])
                 if result is not None and result.error:
@@ -389,7 +389,7 @@ class ClaimPreparer:
                                    f"{c['metadata']['name']}: {result.error}")
             left = sum(c["metadata"]["uid"] not in resp.claims for c in group)
             if left:
-                raise NotReady(f"prepare dynamic resources: NodePrepareResources left out {left} claims")
+                raise NotReady(f"prepare dynamic resources: NodePrepareResources skipped {left} ResourceClaims")
             for c in group:
                 self.external.setdefault(c["metadata"]["uid"], {})[driver] = [
                     _Prepared(tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids),
@@ -419,9 +419,10 @@ class ClaimPreparer:
                 try:
                     resp = await plugin.unprepare([{"namespace": ns, "uid": uid, "name": name}])
                     r = resp.claims.get(uid)
-                    err = "NodeUnprepareResources skipped 1 ResourceClaims" if r is None else r.error
+                    err = "NodeUnprepareResources skipped 1 ResourceClaims" if r is None else \
+                        r.error and f"NodeUnprepareResources failed for ResourceClaim {name}: {r.error}"
                 except grpc.RpcError as e:
-                    err = f"NodeUnprepareResources failed: {rpc_error(e)}"
+                    err = f"NodeUnprepareResources: {rpc_error(e)}"
             if err:
                 log.warning("node %s: unprepare claim %s/%s: %s", self.spec.name, ns, name, err)
                 failed.append(driver)

@@ -52,6 +52,8 @@ class PluginDriver:
         #: claim uid -> the error NodePrepareResources (NodeUnprepareResources) answers for it
         self.fail: dict[str, str] = {}
         self.fail_unprepare: dict[str, str] = {}
+        #: claim uids NodePrepareResources leaves out of its answer (neither prepared nor failed)
+        self.skip: set[str] = set()
         #: devices whose CDI spec it does not write (its CDI IDs then resolve to nothing)
         self.no_spec: set[str] = set()
         #: method -> (status code, details) the call fails with as a whole (a gRPC error, not a claim's)
@@ -134,6 +136,8 @@ class PluginDriver:
             context.abort(*self.abort["NodePrepareResources"])
         out = dra.NodePrepareResourcesResponse()
         for c in claims:
+            if c["uid"] in self.skip:
+                continue
             if c["uid"] in self.fail:
                 out.claims[c["uid"]].error = self.fail[c["uid"]]
                 continue

@@ -82,7 +82,10 @@ async def test_a_failed_prepare_is_an_error_and_a_failed_call_has_its_grpc_code(
     await registered(clock, mgr, d)
     d.abort["NodePrepareResources"] = (grpc.StatusCode.UNAVAILABLE, "driver is restarting")
     await _claimed_pod(client, "waits", "waits")
-    await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
+    [ev] = await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
+    # the kubelet's words: the gRPC status as Go prints it, after the method's name
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources: "
+                             "rpc error: code = Unavailable desc = driver is restarting")
     s = await scrape(mgr)
     assert value(s, "dra_grpc_operations_duration_seconds_count", driver_name=DRIVER,
                  method_name="/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources",

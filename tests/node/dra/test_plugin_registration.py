@@ -230,6 +230,23 @@ async def test_a_plugin_error_keeps_the_pod_creating_and_is_retried(env):
     assert len(d.called("NodePrepareResources")) >= 2
 
 
+async def test_a_claim_the_plugin_leaves_out_of_its_answer_is_not_prepared(env):
+    """A NodePrepareResources answer without the claim neither prepares nor fails it: the kubelet
+    says how many the driver skipped, and asks again."""
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    d.skip.add((await claims.create(_claim("skipped")))["metadata"]["uid"])
+    await _allocate(claims, "skipped", await pods.create(_pod("skipped", "skipped")))
+    [ev] = await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
+                             "skipped 1 ResourceClaims")
+    assert not mgr.agents[NODE].claims.is_prepared("default", "skipped")
+    d.skip.clear()
+    await eventually(phase(pods, "skipped", "Running", clock))
+
+
 async def test_a_claim_of_an_unregistered_driver_waits_for_it(env):
     client, clock, mgr, driver = env
     _, pod, pods = await _claimed_pod(client, "early", "early")
