@@ -77,6 +77,9 @@ def _go_list(items: list[str]) -> str:
 
 #: stdin a session holds for its command before the client is made to wait (kubectl writes 32 KiB at a time)
 STDIN_BUFFER = 1 << 20
+#: how many client frames an upgraded connection's reader (WebSocket, SPDY) takes before it lets the
+#: event loop run others: frames already read come without a loop turn
+YIELD_EVERY = 64
 
 
 @dataclass

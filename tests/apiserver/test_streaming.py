@@ -528,7 +528,7 @@ async def test_a_flood_of_small_websocket_frames_lets_the_loop_run_between_them(
     stdin frames of a byte each held the event loop (every other client) for seconds, while the command
     had yet to read the first. 300 frames sent at once: the command sees at most YIELD_EVERY of them
     queued when it reads, then all of them."""
-    from nanokube.machinery.httpstream.transports import YIELD_EVERY
+    from nanokube.machinery.streaming import YIELD_EVERY
 
     class Queued:
         def __init__(self):
@@ -556,3 +556,26 @@ async def test_a_flood_of_small_websocket_frames_lets_the_loop_run_between_them(
             frames = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
     assert frames[-1][:1] == b"\x03" and orjson.loads(frames[-1][1:])["status"] == "Success"
     assert len(node.queued) == 300 and max(node.queued) <= YIELD_EVERY, node.queued
+
+
+async def test_a_flood_of_spdy_frames_lets_the_loop_run_between_them(server):
+    """fuzz65: as over a WebSocket, the SPDY frames of one read were all taken without a loop turn:
+    200,000 PINGs sent at once held the event loop for over a second. Stdin "a", then 1000 PINGs, in
+    one write: the command's echo of "a" now comes back before the last PING's reply."""
+    status, _, (reader, writer) = await _spdy_upgrade(server, _EXEC, "v4.channel.k8s.io")
+    assert status == 101
+    deflate = zlib.compressobj(9, zdict=DICTIONARY)
+    for kind, sid in (("error", 1), ("stdin", 3), ("stdout", 5)):
+        block = _frame_headers(deflate, {"streamtype": kind})
+        writer.write(struct.pack(">HHI", 0x8003, 1, len(block) + 10) + struct.pack(">IIH", sid, 0, 0) + block)
+    ping = struct.pack(">HHII", 0x8003, 6, 4, 1)
+    writer.write(struct.pack(">II", 3, 1) + b"a" + ping * 1000 + struct.pack(">II", 3, 1 << 24))
+    pongs = 0
+    while True:
+        first, second = struct.unpack(">II", await asyncio.wait_for(reader.readexactly(8), 10))
+        body = await reader.readexactly(second & 0xFFFFFF)
+        if first == 5 and body:
+            break
+        pongs += first & 0x8000FFFF == 0x80000006
+    writer.close()
+    assert body == b"A" and pongs < 1000, pongs

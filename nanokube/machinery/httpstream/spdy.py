@@ -18,7 +18,7 @@ import struct
 import zlib
 from collections.abc import Awaitable, Callable
 
-from ..streaming import STDIN_BUFFER
+from ..streaming import STDIN_BUFFER, YIELD_EVERY
 
 _WORDS = (
     'options', 'head', 'post', 'put', 'delete', 'trace', 'accept', 'accept-charset', 'accept-encoding',
@@ -136,9 +136,15 @@ class SpdySession:
 
     async def serve(self) -> None:
         """Read frames until the client goes away; every opened stream is
-        answered with SYN_REPLY and queued on `incoming` (None at the end)."""
+        answered with SYN_REPLY and queued on `incoming` (None at the end). A loop turn every
+        YIELD_EVERY frames: 200,000 PINGs of 12 bytes sent at once held the event loop, every
+        other client, for over a second."""
+        taken = 0
         try:
             while True:
+                taken += 1
+                if taken % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
                 head = await self._exactly(8)
                 first, second = struct.unpack(">II", head)
                 flags, length = second >> 24, second & 0xFFFFFF

@@ -16,7 +16,7 @@ import orjson
 from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
-from ..streaming import CLOSE, RESIZE, STDIN, StreamSession
+from ..streaming import CLOSE, RESIZE, STDIN, YIELD_EVERY, StreamSession
 from .spdy import HeldReader, SpdySession
 
 #: how much one copy between a stream and the pod moves at a time
@@ -24,8 +24,6 @@ CHUNK = 32 * 1024
 #: the largest WebSocket message a stream takes: golang.org/x/net/websocket's DefaultMaxPayloadBytes, past
 #: which the kubelet's wsstream ends the connection (a larger one closes it with 1009, message too big)
 MAX_MESSAGE = 32 << 20
-#: how many client frames a WebSocket's pump takes before it lets the event loop run others
-YIELD_EVERY = 64
 
 
 def offered(request: web.Request, header: str) -> list[str]:
