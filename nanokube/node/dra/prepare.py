@@ -227,7 +227,8 @@ class ClaimPreparer:
         for uid, (ns, name) in self.attempted.pop(pod_uid, {}).items():
             if uid not in self.prepared and not any(uid in a for a in self.attempted.values()):
                 failed |= not await self._unprepare_external(uid, ns, name)
-        for uid in self.by_pod.pop(pod_uid, []):
+        held = self.by_pod.pop(pod_uid, [])
+        for uid in held:
             ns, name, pods = self.prepared[uid]
             pods.discard(pod_uid)
             if pods:
@@ -244,6 +245,7 @@ class ClaimPreparer:
             for driver in self.drivers_of.pop(uid, ()):
                 if driver in self.drivers:
                     self.metrics.call(driver, _BUILTIN_UNPREPARE, builtin_started)
+        if held:  # (a claim other pods still use is saved without this one)
             self._save()
         self.metrics.operation(UNPREPARE, started, failed)
 
