@@ -1,10 +1,12 @@
 """RBAC: Roles, ClusterRoles and their bindings decide what a user may do.
 
-Evaluation reads the policy objects from a `PolicySource` on every request
-(the API server passes its watch cache, so a new binding applies at once).
-An aggregated ClusterRole's rules are the union of the rules of the roles its
-selectors pick, resolved when it is evaluated. Members of `system:masters`
-are always allowed, as kube-apiserver's privileged-group authorizer does.
+Evaluation reads the policy objects from a `PolicySource` (the API server passes
+its watch cache, so a new binding applies at once). An aggregated ClusterRole's
+rules are the union of the rules of the roles its selectors pick, resolved when
+it is evaluated. A source that says when any policy object changed (`mark`) has
+what a user's bindings grant resolved once per change, not on every request.
+Members of `system:masters` are always allowed, as kube-apiserver's
+privileged-group authorizer does.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ class CachePolicySource:
     def __init__(self, index, cache) -> None:
         self._res = {p: index.get(GROUP, "v1", p) for p in ("roles", "clusterroles", "rolebindings", "clusterrolebindings")}
         self._cache = cache
+        self._prefixes = tuple(r.key_prefix() for r in self._res.values())
+
+    def mark(self) -> tuple[int, ...]:
+        """A value that differs from every earlier one once any role or binding was added, changed
+        or deleted (WatchCache.changes)."""
+        changes, (a, b, c, d) = self._cache.changes, self._prefixes
+        return changes(a), changes(b), changes(c), changes(d)
 
     def list(self, plural: str, namespace: str | None = None) -> Iterable[dict]:
         return (e.obj for _, e in self._cache.entries(self._res[plural].key_prefix(namespace)))
@@ -83,11 +92,18 @@ def subject_matches(subject: dict, user_name: str, groups: tuple[str, ...], bind
 
 
 _MASTERS_ALLOWED = Decision(True, f'allowed by group "{MASTERS}"')
+_NOT_ALLOWED = Decision(False)
+#: users and namespaces whose grants are kept at once; past it they are resolved anew
+_GRANTS_LIMIT = 4096
 
 
 class RBACAuthorizer:
     def __init__(self, source: PolicySource) -> None:
         self.source = source
+        #: (user, groups, namespace or "" for the ClusterRoleBindings) -> what `_granted` resolved,
+        #: while the source's `mark` is `_mark`
+        self._grants: dict[tuple, tuple[tuple[list[dict], Decision], ...]] = {}
+        self._mark: tuple | None = None
 
     def cluster_role_rules(self, role: dict) -> list[dict]:
         agg = role.get("aggregationRule")
@@ -134,29 +150,53 @@ class RBACAuthorizer:
         return [r for r in rules if r.get("resources")], [r for r in rules if r.get("nonResourceURLs")]
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
+        """Allowed by the first binding, ClusterRoleBindings then the namespace's RoleBindings,
+        whose role has a rule that allows `a`."""
         if MASTERS in groups:
             return _MASTERS_ALLOWED
-        for b in self.source.list("clusterrolebindings"):
-            found = self._via(b, user_name, groups, a, "", "ClusterRoleBinding", b["metadata"]["name"])
-            if found:
-                return found
+        mark = getattr(self.source, "mark", None)
+        if mark is not None and (mark := mark()) != self._mark:
+            self._grants.clear()
+            self._mark = mark
+        for rules, allowed in self._granted(user_name, groups, "", mark is not None):
+            for r in rules:
+                if rule_allows(r, a):
+                    return allowed
         if a.namespace:
-            for b in self.source.list("rolebindings", a.namespace):
-                found = self._via(b, user_name, groups, a, a.namespace, "RoleBinding", f'{b["metadata"]["name"]}/{a.namespace}')
-                if found:
-                    return found
-        return Decision(False)
+            for rules, allowed in self._granted(user_name, groups, a.namespace, mark is not None):
+                for r in rules:
+                    if rule_allows(r, a):
+                        return allowed
+        return _NOT_ALLOWED
 
-    def _via(self, binding: dict, user_name: str, groups, a: Attributes, ns: str, kind: str, shown: str) -> Decision | None:
-        for s in binding.get("subjects") or ():
-            if not subject_matches(s, user_name, groups, ns):
-                continue
-            ref = binding.get("roleRef") or {}
-            if any(rule_allows(r, a) for r in self._role_rules(ref, ns)):
-                return Decision(True, f'RBAC: allowed by {kind} "{shown}" of {ref.get("kind")} "{ref.get("name")}" '
-                                      f'to {s.get("kind")} "{s.get("name")}"')
-            return None
-        return None
+    def _granted(self, user_name: str, groups, namespace: str, kept: bool) -> tuple[tuple[list[dict], Decision], ...]:
+        """For each binding that names the user (every ClusterRoleBinding where `namespace` is "",
+        else the namespace's RoleBindings), in order: its role's rules and the decision they allow
+        by, which names the binding's first subject that matches. `kept`: remembered until the
+        source's mark changes."""
+        key = (user_name, groups if type(groups) is tuple else tuple(groups), namespace)
+        if kept and (hit := self._grants.get(key)) is not None:
+            return hit
+        if namespace:
+            kind, bindings = "RoleBinding", self.source.list("rolebindings", namespace)
+        else:
+            kind, bindings = "ClusterRoleBinding", self.source.list("clusterrolebindings")
+        grants = []
+        for b in bindings:
+            for s in b.get("subjects") or ():
+                if subject_matches(s, user_name, groups, namespace):
+                    ref = b.get("roleRef") or {}
+                    shown = f'{b["metadata"]["name"]}/{namespace}' if namespace else b["metadata"]["name"]
+                    grants.append((self._role_rules(ref, namespace), Decision(
+                        True, f'RBAC: allowed by {kind} "{shown}" of {ref.get("kind")} "{ref.get("name")}" '
+                              f'to {s.get("kind")} "{s.get("name")}"')))
+                    break
+        out = tuple(grants)
+        if kept:
+            if len(self._grants) >= _GRANTS_LIMIT:
+                self._grants.clear()
+            self._grants[key] = out
+        return out
 
 
 # --- default policy -----------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""RBAC evaluation over an in-memory policy, and the default policy."""
+"""RBAC evaluation over an in-memory policy, and the default policy; a served decision after policy changes."""
+
+import asyncio
 
 from nanokube.apiserver.auth.authorizer import Attributes, attributes_for
 from nanokube.apiserver.auth.rbac import RBACAuthorizer, bootstrap_policy
+from tests.served import send, served
 
 G = "rbac.authorization.k8s.io"
 
@@ -130,12 +133,16 @@ def test_default_policy():
                  "system:basic-user", "system:node"):
         assert want in names
     # admin/edit/view aggregate: edit may write deployments, view only read them, and admin manages roles
+    def bound_to(name):  # alice bound to the ClusterRole in namespace ns
+        return RBACAuthorizer(Source(clusterroles=roles, clusterrolebindings=bindings,
+                                     rolebindings=[binding("t", "ClusterRole", name, ALICE, ns="ns")]))
     for name, method, ok in (("view", "GET", True), ("view", "POST", False), ("edit", "POST", True), ("admin", "POST", True)):
         a = Attributes("get" if method == "GET" else "create", "", True, "apps", "v1", "deployments", "", "ns")
-        assert (authz._via(binding("t", "ClusterRole", name, ALICE), "alice", (), a, "ns", "RoleBinding", "t/ns") is not None) == ok
+        assert bound_to(name).authorize("alice", (), a).allowed == ok
     a = Attributes("create", "", True, G, "v1", "roles", "", "ns")
-    assert authz._via(binding("t", "ClusterRole", "admin", ALICE), "alice", (), a, "ns", "RoleBinding", "t/ns")
-    assert authz._via(binding("t", "ClusterRole", "edit", ALICE), "alice", (), a, "ns", "RoleBinding", "t/ns") is None
+    assert bound_to("admin").authorize("alice", (), a).reason == \
+        'RBAC: allowed by RoleBinding "t/ns" of ClusterRole "admin" to User "alice"'
+    assert not bound_to("edit").authorize("alice", (), a).allowed
 
 
 def test_kubelet_api_admin_reaches_the_nodes_proxy():
@@ -147,3 +154,37 @@ def test_kubelet_api_admin_reaches_the_nodes_proxy():
         assert not allowed(authz, method, "/api/v1/nodes/n1/proxy/stats/summary", user="bob")
     assert allowed(authz, "GET", "/api/v1/nodes")
     assert not allowed(authz, "DELETE", "/api/v1/nodes/n1")
+
+
+async def test_a_served_decision_follows_each_change_of_roles_and_bindings(tmp_path):
+    """What a user's bindings grant is resolved once per change of any role or binding: each
+    change below (a binding made, a role's rules changed, an aggregated role's part added, a
+    binding deleted) decides the next request."""
+    async with served(tmp_path) as (_, api):
+        def as_bob(path):
+            r = api.rest_client.pool_manager.request("GET", api.configuration.host + path,
+                                                     headers={"Impersonate-User": "bob"})
+            return r.status
+        pods, nodes = "/api/v1/namespaces/default/pods", "/api/v1/nodes"
+        rbac = f"/apis/{G}/v1"
+        read = {"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]}
+        assert await asyncio.to_thread(as_bob, pods) == 403
+        assert (await send(api, "POST", f"{rbac}/namespaces/default/roles",
+                           {"metadata": {"name": "r"}, "rules": [read]}))[0] == 201
+        assert await asyncio.to_thread(as_bob, pods) == 403  # bound to nothing yet
+        assert (await send(api, "POST", f"{rbac}/namespaces/default/rolebindings",
+                           binding("b", "Role", "r", [{"kind": "User", "apiGroup": G, "name": "bob"}])))[0] == 201
+        assert await asyncio.to_thread(as_bob, pods) == 200
+        assert (await send(api, "PATCH", f"{rbac}/namespaces/default/roles/r", {"rules": [{**read, "verbs": ["get"]}]},
+                           "application/merge-patch+json"))[0] == 200
+        assert await asyncio.to_thread(as_bob, pods) == 403
+        assert (await send(api, "POST", f"{rbac}/clusterroles", {"metadata": {"name": "agg"}, "aggregationRule": {
+            "clusterRoleSelectors": [{"matchLabels": {"to": "agg"}}]}}))[0] == 201
+        assert (await send(api, "POST", f"{rbac}/clusterrolebindings",
+                           binding("agg", "ClusterRole", "agg", [{"kind": "User", "apiGroup": G, "name": "bob"}])))[0] == 201
+        assert await asyncio.to_thread(as_bob, nodes) == 403
+        assert (await send(api, "POST", f"{rbac}/clusterroles", {"metadata": {"name": "part", "labels": {"to": "agg"}},
+                                                                  "rules": [{**read, "resources": ["nodes"]}]}))[0] == 201
+        assert await asyncio.to_thread(as_bob, nodes) == 200
+        assert (await send(api, "DELETE", f"{rbac}/clusterrolebindings/agg"))[0] == 200
+        assert await asyncio.to_thread(as_bob, nodes) == 403
