@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +36,12 @@ _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 #: stored object's identity (cached objects are immutable); others are served as stored
 READ_MEMO_SIZE = 4096
 NAME_COLUMN_DOC = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+#: the request's ratcheting warnings: [(the object validated, the errors of the rules ratcheting made
+#: warnings of)], for the warnings_on_* hook the rest layer calls once validation passed. The request's
+#: own list, put in its task's context by prepare_for_update (on the event loop, ahead of validation):
+#: a validation in a worker thread, whose context is a copy, fills that same list, and concurrent
+#: updates never see each other's (kube-apiserver adds them to the request context's warnings)
+_RATCHETED: ContextVar[list[tuple[Obj, list[str]]] | None] = ContextVar("ratcheted", default=None)
 AGE_COLUMN_DOC = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists."
 
 
@@ -335,9 +342,6 @@ class CustomResourceStrategy(Strategy):
         self.converts_fields = self.webhook
         #: (id(object), apiVersion) -> (object, the webhook's conversion of it)
         self._converted: dict[tuple[int, str], tuple[Obj, Obj]] = {}
-        #: the object last validated and the errors ratcheting made warnings of, for the
-        #: warnings_on_* hook the rest layer calls right after validation
-        self._ratcheted: tuple[Obj, list[str]] | None = None
 
     # --- decoding and defaults -------------------------------------------------------
 
@@ -455,6 +459,7 @@ class CustomResourceStrategy(Strategy):
             raise err
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        _RATCHETED.set([])
         if not self._info(self.storage).status and new.get("status") != old.get("status") \
                 and (old.get("metadata") or {}).get("generation") is not None:
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
@@ -481,20 +486,30 @@ class CustomResourceStrategy(Strategy):
             else:
                 ratcheted: list[str] = []
                 errs.extend(info.rules.validate(obj, old, ratcheted))
-                self._ratcheted = (obj, ratcheted) if ratcheted else None
+                kept = _RATCHETED.get()
+                if kept is None:  # validated outside an update's request (no prepare_for_update ran)
+                    _RATCHETED.set(kept := [])
+                kept[:] = [(obj, ratcheted)] if ratcheted else []
         return errs
 
-    def _ratchet_warnings(self, new: Obj) -> list[str]:
+    @staticmethod
+    def _ratchet_warnings(new: Obj) -> list[str]:
         """The errors of rules ratcheted on `new`'s unchanged values: upstream's CEL validator adds
         them to the request's warnings."""
-        kept, self._ratcheted = self._ratcheted, None
-        return kept[1] if kept is not None and kept[0] is new else []
+        kept = _RATCHETED.get()
+        if not kept:
+            return []
+        obj, texts = kept.pop()
+        return texts if obj is new else []
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return self._validate(obj, None)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return self._validate(new, old)
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        _RATCHETED.set([])
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return self._validate(new, old, spec=False)
