@@ -176,3 +176,29 @@ async def test_plain_http_on_the_tls_port_is_answered_as_gos_server_answers_it(t
                 break
         writer.close()
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nok"), answer
+
+
+async def test_hundreds_of_connections_dropped_at_once_leave_no_descriptor_behind(tmp_path):
+    """fuzz65: 200 connections opened together and dropped (reset) mid-way, in every state a connection
+    can be in: a byte of a ClientHello, plain HTTP answered, junk, a finished handshake with nothing
+    sent, a watch. The server's descriptors come back to what they were (counted in /proc, the server
+    being in this process)."""
+    import os
+
+    async with served(tmp_path) as (server, ctx):
+        before = len(os.listdir("/proc/self/fd"))
+        conns = []
+        for i in range(200):
+            kind = i % 5
+            reader, writer = await _connect(server, ctx) if kind >= 3 else \
+                await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write((b"\x16", b"GET / HTTP/1.1\r\n\r\n", b"\x00" * 64, b"",
+                          b"GET /api/v1/namespaces?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")[kind])
+            conns.append((reader, writer))
+        await conns[-1][0].readuntil(b"\r\n\r\n")  # the last watch has begun
+        for _, writer in conns:
+            writer.transport.abort()
+        deadline = asyncio.get_running_loop().time() + CLOSED_WITHIN
+        while (now := len(os.listdir("/proc/self/fd"))) != before and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert now == before, (before, now)
