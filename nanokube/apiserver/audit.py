@@ -47,6 +47,9 @@ ANNOTATIONS = web.RequestKey("audit_annotations", dict)
 RESPONSE_OBJECT = web.RequestKey("audit_response_object", dict)
 #: the request's body as the handler read it (decompressed), which the Request level decodes
 REQUEST_BODY = web.RequestKey("audit_request_body", bytes)
+#: the namespace, name, uid and resourceVersion a create's or update's body named (`asked`), which the
+#: handler records as it decodes the body, only where an audit log is kept: the objectRef's (see _ref)
+ASKED = web.RequestKey("audit_asked", tuple)
 #: the user authentication found, which the event names (and the policy matches) when it impersonates another
 REQUESTER = web.RequestKey("audit_requester", User)
 #: the exception a handler answered with a 500 (a bug: upstream's handler panics), which the audit reports
@@ -71,7 +74,7 @@ _BODIES = frozenset({REQUEST, REQUEST_RESPONSE})
 #: WithCacheControl's Cache-Control, on the response before any handler runs: a handler's own
 #: replaces it (Header.Set); a proxied answer's follows it (ReverseProxy copies with Header.Add)
 NO_CACHE = "no-cache, private"
-#: the verbs whose body is the object written, which completes the objectRef (see _asked)
+#: the verbs whose body is the object written, which completes the objectRef (see _ref)
 _OBJECT_VERBS = frozenset({"create", "update"})
 _ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
 #: the user of a request that failed authentication (upstream's event has none: `"user":{}`)
@@ -376,12 +379,8 @@ class AuditLog:
             event["impersonatedUser"] = {"username": user.name, "groups": list(user.groups)}
         event["sourceIPs"], event["userAgent"] = source_ips(request), request.headers.get("User-Agent", "")
         if a.resource_request:
-            name, uid, rv = a.name, "", ""
-            namespace = a.namespace
-            if code < 300 and body.get("kind") != "Status" and isinstance(md := body.get("metadata"), dict):
-                name, uid, rv = name or md.get("name", ""), md.get("uid", ""), md.get("resourceVersion", "")
-            elif a.verb in _OBJECT_VERBS:
-                namespace, name, uid, rv = _asked(_request_body(request), namespace, name)
+            namespace, name, uid, rv = _ref(request.get(ASKED), a.namespace, a.name) if a.verb in _OBJECT_VERBS else \
+                (a.namespace, a.name, "", "")
             ref = {}
             for k, v in (("resource", a.resource), ("namespace", namespace), ("name", name), ("apiGroup", a.group),
                          ("apiVersion", a.version), ("subresource", a.subresource), ("uid", uid),
@@ -401,9 +400,9 @@ class AuditLog:
         if attrs.resource_request:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,
                    "apiGroup": attrs.group, "apiVersion": attrs.version, "subresource": attrs.subresource}
-            if stage != RECEIVED and code is not None and code >= 300 and attrs.verb in _OBJECT_VERBS:
-                ref["namespace"], ref["name"], ref["uid"], ref["resourceVersion"] = _asked(
-                    _request_body(request), attrs.namespace, attrs.name)
+            if stage != RECEIVED and attrs.verb in _OBJECT_VERBS:  # (RequestReceived's is before the body is read)
+                ref["namespace"], ref["name"], ref["uid"], ref["resourceVersion"] = _ref(
+                    request.get(ASKED), attrs.namespace, attrs.name)
         strip = _without_managed_fields if d.omit_managed_fields else _same
         user, requester = request.get(USER), request.get(REQUESTER)
         return event_dict(
@@ -427,7 +426,7 @@ class AuditLog:
         (its user, source IP and user agent, the annotations) are encoded once and joined in."""
         namespaced = res.namespaced and namespace
         group = res.group
-        asked = name  # (`name` becomes the answered object's below)
+        in_url = name  # (`name` becomes the one the body names below)
         path = (f"/apis/{group}/{version}" if group else f"/api/{version}") + \
             (f"/namespaces/{namespace}/{res.plural}" if namespaced else f"/{res.plural}")
         if name:
@@ -437,15 +436,12 @@ class AuditLog:
         ref = {"resource": res.plural}
         if namespaced:
             ref["namespace"] = namespace
-        md = body.get("metadata") if code < 300 and body.get("kind") != "Status" else None
-        if not isinstance(md, dict):
-            md = None
         uid = rv = ""
-        if md is None and verb in _OBJECT_VERBS:
-            namespace, name, uid, rv = _asked(sent, ref.get("namespace", ""), name)
+        if verb in _OBJECT_VERBS and sent is not None:  # (its dict: a patch's bytes are no object)
+            namespace, name, uid, rv = _ref(asked(sent), ref.get("namespace", ""), name)
             if namespace:
                 ref["namespace"] = namespace
-        if name or md is not None and (name := md.get("name", "")):
+        if name:
             ref["name"] = name
         if group:
             ref["apiGroup"] = group
@@ -453,8 +449,6 @@ class AuditLog:
             ref["apiVersion"] = version
         if subresource:
             ref["subresource"] = subresource
-        if md is not None:
-            uid, rv = md.get("uid", ""), md.get("resourceVersion", "")
         if uid:
             ref["uid"] = uid
         if rv:
@@ -462,11 +456,11 @@ class AuditLog:
         status = _status(code, body)
         policy = self.policy
         if policy is not None:
-            d = policy.decide_loopback(user, verb, group, res.plural, subresource, namespace if namespaced else "", asked)
+            d = policy.decide_loopback(user, verb, group, res.plural, subresource, namespace if namespaced else "", in_url)
             levels = self._levels
             levels[d.level] = levels.get(d.level, 0) + 1
             if d.level != METADATA or RECEIVED not in d.omit_stages or COMPLETE in d.omit_stages:
-                self._loopback_policy(d, verb, user, path, ref, status, body, received, user_agent, sent, asked)
+                self._loopback_policy(d, verb, user, path, ref, status, body, received, user_agent, sent, in_url)
                 return
             # else the line below: Metadata, ResponseComplete only
         else:
@@ -731,9 +725,8 @@ def event_dict(*, level: str, stage: str, audit_id: str, uri: str, verb: str, us
                user_agent: str, ref: dict | None, code: int | None, body: dict, received: str, stamp: str,
                annotations: dict, request_object=None, response_object=None, impersonated=None) -> dict:
     """An Event in the order of upstream's fields. `user`: who authenticated; `impersonated`: whom
-    they act as (`kubectl --as`). `ref`: the request's objectRef (empty values left out), which the
-    ResponseComplete stage completes from the object answered; `code` None: no response yet
-    (RequestReceived)."""
+    they act as (`kubectl --as`). `ref`: the request's objectRef (empty values left out), never
+    completed from the object answered (see _ref); `code` None: no response yet (RequestReceived)."""
     event = {
         "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": level, "auditID": audit_id, "stage": stage,
         "requestURI": uri, "verb": verb,
@@ -743,11 +736,6 @@ def event_dict(*, level: str, stage: str, audit_id: str, uri: str, verb: str, us
         event["impersonatedUser"] = {"username": impersonated.name, "groups": list(impersonated.groups)}
     event["sourceIPs"], event["userAgent"] = source_ips, user_agent
     if ref is not None:
-        md = body.get("metadata") if code is not None and code < 300 and body.get("kind") != "Status" else None
-        if isinstance(md, dict) and stage == COMPLETE:
-            ref["name"] = ref["name"] or md.get("name", "")
-            ref["uid"] = md.get("uid", "")
-            ref["resourceVersion"] = md.get("resourceVersion", "")
         event["objectRef"] = {k: v for k, v in ref.items() if v}
     if code is not None:
         event["responseStatus"] = _status(code, body)
@@ -761,15 +749,26 @@ def event_dict(*, level: str, stage: str, audit_id: str, uri: str, verb: str, us
     return event
 
 
-def _asked(obj, namespace: str, name: str) -> tuple[str, str, str, str]:
-    """The namespace, name, uid and resourceVersion of a failed create's or update's objectRef: upstream
-    completes the ref from the body once it is decoded (LogRequestObject), before the write can fail,
-    so a create refused as AlreadyExists or Invalid names the object it asked for. Those the URL gave
-    stand; a body that did not decode (or is not an object) adds nothing."""
-    md = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(md, dict):
+def asked(obj) -> tuple[str, str, str, str] | None:
+    """The namespace, name, uid and resourceVersion a create's or update's decoded body names (None:
+    not an object with metadata), read before the write fills in its own (`ASKED`)."""
+    md = obj.get("metadata") if type(obj) is dict else None
+    if type(md) is not dict:
+        return None
+    ns, name, uid, rv = md.get("namespace"), md.get("name"), md.get("uid"), md.get("resourceVersion")
+    return (ns if type(ns) is str else "", name if type(name) is str else "", uid if type(uid) is str else "",
+            rv if type(rv) is str else "")
+
+
+def _ref(got: tuple[str, str, str, str] | None, namespace: str, name: str) -> tuple[str, str, str, str]:
+    """A create's or update's objectRef namespace, name, uid and resourceVersion, as upstream's
+    LogRequestObject fills them: from the request (the URL's stand), then from the body the client
+    sent (`asked`), never from the object answered (kubernetes#100466). So a `generateName` create
+    names nothing, a create no uid or resourceVersion (a body sets none), an update the uid and
+    resourceVersion it was sent with (none where the client sent none), whether the write succeeds
+    or fails: one refused as AlreadyExists or Invalid names the object it asked for."""
+    if got is None:
         return namespace, name, "", ""
-    got = [v if isinstance(v := md.get(k), str) else "" for k in ("namespace", "name", "uid", "resourceVersion")]
     return namespace or got[0], name or got[1], got[2], got[3]
 
 

@@ -30,7 +30,9 @@ from . import discovery, expect, latencytrackers, protobuf, protobuf_encode, ser
 from .cache import served_json
 from .loopback import LocalClient
 from .metrics import CONNECT_SUBRESOURCES
+from .audit import ASKED as AUDIT_ASKED
 from .audit import PANIC, REQUEST_BODY, RESPONSE_OBJECT
+from .audit import asked as audit_asked
 from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, go_escaped, json_response
@@ -835,6 +837,8 @@ class APIHandlers:
         body = await _decode_body(raw, _content_type(request), kind)
         if type(body) is dict:
             request[_DUPLICATES] = (raw, body)
+            if self.rest.audit is not None:  # what the body names, before the write fills in its own
+                request[AUDIT_ASKED] = audit_asked(body)
         return body
 
     async def _note_duplicates(self, request: web.Request, opts: WriteOptions) -> None:

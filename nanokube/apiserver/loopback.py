@@ -275,9 +275,9 @@ class ResourceClient:
             return await self._audited("create", namespace, name, issue(), subresource, code=201)
         if self.res.group or self.res.plural != "pods" or subresource not in ("binding", "eviction"):
             raise errors.method_not_allowed()
-        body = orjson.loads(orjson.dumps(body))
+        sent, body = body, orjson.loads(orjson.dumps(body))
         if subresource == "binding":
             call = self.c.subresources.bind(self.res, namespace, name, body, self._opts())
         else:
             call = self.c.subresources.evict(namespace, name, body, self._opts())
-        return await self._audited("create", namespace, name, call, subresource, code=201)
+        return await self._audited("create", namespace, name, call, subresource, code=201, sent=sent)

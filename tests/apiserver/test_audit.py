@@ -5,7 +5,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from nanokube.apiserver.audit import ANNOTATIONS, REQUESTER, RESPONSE_OBJECT, AuditLog, event_dict
+from nanokube.apiserver.audit import ANNOTATIONS, ASKED, REQUESTER, RESPONSE_OBJECT, AuditLog, asked, event_dict
 from nanokube.apiserver.auth.authorizer import USER
 from nanokube.machinery.user import User
 
@@ -40,7 +40,8 @@ def _app(audit: AuditLog) -> web.Application:
         return web.json_response({"kind": "ConfigMap"})
 
     async def update(request):
-        """A handler that leaves the object it answered with: the event reads it, not the body."""
+        """A handler that leaves what its decoded body named and the object it answered with."""
+        request[ASKED] = asked(await request.json())
         request[RESPONSE_OBJECT] = {"kind": "ConfigMap", "metadata": {"name": "cm", "uid": "u2", "resourceVersion": "9"}}
         if request.headers.get("X-Fail"):
             return web.json_response({"kind": "Status", "status": "Failure", "reason": "Conflict", "message": "stale",
@@ -69,6 +70,8 @@ def events(path):
 
 
 async def test_writes_are_logged_with_user_object_and_status(http):
+    """The objectRef is the request's (LogRequestObject), never the answer's: this handler records no
+    body, so the create's names neither the name, uid nor resourceVersion it answered with."""
     client, path = http
     assert (await client.post("/api/v1/namespaces/team/configmaps", json={}, headers={"X-User": "alice"})).status == 201
     assert (await client.get("/api/v1/namespaces/team/configmaps/cm", headers={"X-User": "alice"})).status == 200
@@ -76,8 +79,7 @@ async def test_writes_are_logged_with_user_object_and_status(http):
     assert ev["apiVersion"] == "audit.k8s.io/v1" and ev["kind"] == "Event"
     assert ev["level"] == "Metadata" and ev["stage"] == "ResponseComplete" and ev["verb"] == "create"
     assert ev["user"] == {"username": "alice", "groups": ["devs", "system:authenticated"]}
-    assert ev["objectRef"] == {"resource": "configmaps", "namespace": "team", "name": "cm", "apiVersion": "v1",
-                               "uid": "u1", "resourceVersion": "7"}
+    assert ev["objectRef"] == {"resource": "configmaps", "namespace": "team", "apiVersion": "v1"}
     assert ev["responseStatus"] == {"metadata": {}, "code": 201}
     assert ev["annotations"] == {"authorization.k8s.io/decision": "allow"}
     assert ev["requestReceivedTimestamp"] <= ev["stageTimestamp"] and ev["auditID"]
@@ -95,15 +97,22 @@ async def test_refused_writes_are_logged_too(http):
     assert anonymous["user"] == {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
 
 
-async def test_the_object_a_handler_answered_with_stands_for_its_body_only_on_success(http):
+async def test_an_update_names_the_uid_and_version_it_was_sent_with_not_those_answered(http):
+    """Upstream's objectRef takes an update's uid and resourceVersion from the body sent
+    (kubernetes#100466), whether the write succeeds or not; the new ones answered are never logged."""
     client, path = http
+    sent = {"metadata": {"name": "cm", "uid": "u1", "resourceVersion": "8"}}
+    await client.put("/api/v1/namespaces/team/configmaps/cm", json=sent, headers={"X-User": "alice"})
+    await client.put("/api/v1/namespaces/team/configmaps/cm", json=sent, headers={"X-User": "alice", "X-Fail": "1"})
     await client.put("/api/v1/namespaces/team/configmaps/cm", json={}, headers={"X-User": "alice"})
-    await client.put("/api/v1/namespaces/team/configmaps/cm", json={}, headers={"X-User": "alice", "X-Fail": "1"})
-    ok, failed = events(path)
-    assert ok["objectRef"]["uid"] == "u2" and ok["objectRef"]["resourceVersion"] == "9"
+    ok, failed, bare = events(path)
+    ref = {"resource": "configmaps", "namespace": "team", "name": "cm", "apiVersion": "v1", "uid": "u1",
+           "resourceVersion": "8"}
+    assert ok["objectRef"] == ref and failed["objectRef"] == ref
+    assert ok["responseStatus"] == {"metadata": {}, "code": 200}
     assert failed["responseStatus"] == {"metadata": {}, "code": 409, "status": "Failure", "message": "stale",
                                         "reason": "Conflict"}
-    assert "uid" not in failed["objectRef"]
+    assert bare["objectRef"] == {"resource": "configmaps", "namespace": "team", "name": "cm", "apiVersion": "v1"}
 
 
 @pytest.mark.parametrize("headers,source_ips", [
