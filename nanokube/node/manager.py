@@ -292,7 +292,7 @@ class NodeManager:
         for pod in pods:
             by_node.setdefault((pod.get("spec") or {}).get("nodeName") or "", set()).add(pod["metadata"]["uid"])
         for name, agent in self.agents.items():
-            if agent.claims.pods_seen:  # (a checkpoint's: the pods its node ran before it restarted)
+            if agent.claims.pods_seen or agent.claims.unprepare_left:  # (a checkpoint's, of the node's last run)
                 agent.claims.release_gone(by_node.get(name, set()))
 
     def _dispatch(self, pod: dict) -> None:

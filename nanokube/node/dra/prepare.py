@@ -117,6 +117,9 @@ class ClaimPreparer:
         self.attempted: dict[str, dict[str, tuple[str, str]]] = {}
         #: claim uid -> the task asking drivers that failed to unprepare it again
         self.unpreparing: dict[str, asyncio.Task] = {}
+        #: claim uid -> (namespace, name, the drivers yet to unprepare it): checkpointed, so that a
+        #: restarted node asks them again (upstream keeps such a claim in its cache until they succeed)
+        self.unprepare_left: dict[str, tuple[str, str, list[str]]] = {}
         #: releasing the claims of pods deleted while the node was down (`release_gone`)
         self._releasing: asyncio.Task | None = None
         self.clock = clock
@@ -227,6 +230,7 @@ class ClaimPreparer:
         for uid, (ns, name) in self.attempted.pop(pod_uid, {}).items():
             if uid not in self.prepared and not any(uid in a for a in self.attempted.values()):
                 failed |= not await self._unprepare_external(uid, ns, name)
+        left = len(self.unprepare_left)
         held = self.by_pod.pop(pod_uid, [])
         for uid in held:
             ns, name, pods = self.prepared[uid]
@@ -245,7 +249,7 @@ class ClaimPreparer:
             for driver in self.drivers_of.pop(uid, ()):
                 if driver in self.drivers:
                     self.metrics.call(driver, _BUILTIN_UNPREPARE, builtin_started)
-        if held:  # (a claim other pods still use is saved without this one)
+        if held or len(self.unprepare_left) != left:  # (a claim other pods still use: saved without this one)
             self._save()
         self.metrics.operation(UNPREPARE, started, failed)
 
@@ -260,6 +264,8 @@ class ClaimPreparer:
                        "builtin": {d: [asdict(p) for p in ps] for d, ps in self.builtin.get(uid, {}).items()},
                        "nvidia": self.nvidia_devices.get(uid, [])}
                  for uid, (ns, name, pods) in self.prepared.items()}
+        state.update({uid: {"namespace": ns, "name": name, "unprepare": drivers}
+                      for uid, (ns, name, drivers) in self.unprepare_left.items()})
         try:
             checkpoint.save(self.checkpoint_path, state)
         except OSError as e:
@@ -271,6 +277,9 @@ class ClaimPreparer:
             return {d: [_Prepared(tuple(p["requests"]), p["pool"], p["device"], tuple(p["cdi_ids"]), p["share_id"])
                         for p in ps] for d, ps in by_driver.items()}
         for uid, c in state.items():
+            if "unprepare" in c:
+                self.unprepare_left[uid] = (c["namespace"], c["name"], c["unprepare"])
+                continue
             self.prepared[uid] = (c["namespace"], c["name"], set(c["pods"]))
             self.drivers_of[uid] = tuple(c["drivers"])
             if c["external"]:
@@ -368,6 +377,7 @@ class ClaimPreparer:
             for driver in self._external_drivers(c):
                 by_driver.setdefault(driver, []).append(c)
         for c in claims:  # prepared again before a failed unprepare was retried: it need not be
+            self.unprepare_left.pop(c["metadata"]["uid"], None)
             if (retry := self.unpreparing.pop(c["metadata"]["uid"], None)) is not None:
                 retry.cancel()
         for driver, group in by_driver.items():
@@ -405,6 +415,7 @@ class ClaimPreparer:
         until unpreparing works, each try another UnprepareResources."""
         left = await self._unprepare_calls(uid, ns, name, list(self.external.pop(uid, {})))
         if left:
+            self.unprepare_left[uid] = (ns, name, left)
             self.unpreparing[uid] = asyncio.create_task(self._retry_unprepare(uid, ns, name, left))
         return not left
 
@@ -439,6 +450,11 @@ class ClaimPreparer:
                 started = self.clock.monotonic()
                 drivers = await self._unprepare_calls(uid, ns, name, drivers)
                 self.metrics.operation(UNPREPARE, started, bool(drivers))
+                if drivers:
+                    self.unprepare_left[uid] = (ns, name, drivers)
+                else:
+                    del self.unprepare_left[uid]
+                    self._save()
         finally:
             if self.unpreparing.get(uid) is asyncio.current_task():
                 del self.unpreparing[uid]
@@ -446,7 +462,11 @@ class ClaimPreparer:
     def release_gone(self, pods: Collection[str]) -> None:
         """Release the claims of the pods the checkpoint holds that are not among `pods` (the
         node's as the API server first lists them): deleted while the node was down, their claims
-        are unprepared now, as upstream's DRA manager reconciles its cache with the active pods."""
+        are unprepared now, as upstream's DRA manager reconciles its cache with the active pods;
+        and ask the drivers that had not unprepared a claim before the restart again."""
+        for uid, (ns, name, drivers) in self.unprepare_left.items():
+            if uid not in self.unpreparing:
+                self.unpreparing[uid] = asyncio.create_task(self._retry_unprepare(uid, ns, name, drivers))
         gone = [uid for uid in self.pods_seen if uid not in pods]
         if gone:
             log.info("node %s: releasing the claims of %d pods gone while it was down", self.spec.name, len(gone))

@@ -524,3 +524,44 @@ async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint
         if d is not None:
             d.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_claim_the_driver_failed_to_unprepare_is_asked_again_after_a_restart():
+    """A claim whose NodeUnprepareResources failed stays in the checkpoint until the driver
+    succeeds: a node restarted meanwhile asks the driver again, as upstream's DRA manager keeps
+    such a claim in its cache."""
+    base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
+    d = None
+    try:
+        await mgr.start()
+        a = mgr.agents[NODE]
+        d = PluginDriver(DRIVER, a.plugins_registry, f"{base}/{NODE}/plugins", a.cdi_dir,
+                         lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
+        await registered(clock, mgr, d)
+        claim, _, pods = await _claimed_pod(s.client, "stuck", "stuck")
+        await eventually(phase(pods, "stuck", "Running", clock))
+        d.fail_unprepare[claim["metadata"]["uid"]] = "device gpu-0 is still busy"
+        await pods.delete("stuck", "default", grace_period_seconds=0)
+        await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+        await mgr.stop()  # before its retry
+        tries = len(d.called("NodeUnprepareResources"))
+        del d.fail_unprepare[claim["metadata"]["uid"]]
+        mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
+        await mgr.start()
+        await registered(clock, mgr, d)
+        ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "stuck"}
+        await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) > tries)))
+        assert d.called("NodeUnprepareResources")[-1] == {"claims": [ref]}
+        await eventually(ticking(clock, lambda: _true(not mgr.agents[NODE].claims.unpreparing)))
+        assert len(d.called("NodeUnprepareResources")) == tries + 1  # it succeeded: not asked again
+    finally:
+        await mgr.stop()
+        await s.close()
+        if d is not None:
+            d.stop()
+        shutil.rmtree(base, ignore_errors=True)
