@@ -74,6 +74,9 @@ _BODIES = frozenset({REQUEST, REQUEST_RESPONSE})
 #: WithCacheControl's Cache-Control, on the response before any handler runs: a handler's own
 #: replaces it (Header.Set); a proxied answer's follows it (ReverseProxy copies with Header.Add)
 NO_CACHE = "no-cache, private"
+#: set on a request whose answer a backend in this process writes itself (an in-process kubelet's
+#: stream): its own Cache-Control follows NO_CACHE, as a proxied answer's does (AuditedRequest)
+PROXIED = web.RequestKey("proxied", bool)
 #: the verbs whose body is the object written, which completes the objectRef (see _ref)
 _OBJECT_VERBS = frozenset({"create", "update"})
 _ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
@@ -576,8 +579,12 @@ class AuditedRequest(keepalive.Request):
             value = self._state.get(AUDIT_ID)
             if value is not None:
                 headers[_AUDIT_ID_HEADER] = value
-            # WithCacheControl: no answer may be kept by a cache unless its handler said otherwise
-            headers.setdefault(hdrs.CACHE_CONTROL, NO_CACHE)
+            # WithCacheControl: no answer may be kept by a cache unless its handler said otherwise, or,
+            # proxied, whatever the backend says: after it
+            if headers.setdefault(hdrs.CACHE_CONTROL, NO_CACHE) is not NO_CACHE and self._state.get(PROXIED):
+                theirs = headers.popall(hdrs.CACHE_CONTROL)
+                headers.add(hdrs.CACHE_CONTROL, NO_CACHE)
+                headers.extend((hdrs.CACHE_CONTROL, v) for v in theirs)
         if self._match_info is not None:  # routed by the application: its on_response_prepare signal
             await web.Request._prepare_hook(self, response)
 

@@ -338,8 +338,14 @@ async def test_a_proxied_answer_is_uncacheable_and_keeps_the_backends_cache_cont
     _, headers, _ = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/cors")
     assert headers.getall("Cache-Control") == ["no-cache, private"]
 
-    class Kubelet:  # an agent in this process, whose answer is relayed as it came
+    class Kubelet:  # an agent in this process, whose answer is relayed as it came, or which streams it itself
         async def serve(self, request, path):
+            if path == "/streamed":
+                stream = web.StreamResponse(headers={"Cache-Control": "max-age=5"})
+                await stream.prepare(request)
+                await stream.write(b"ok")
+                await stream.write_eof()
+                return stream
             return web.Response(text="ok", headers={"Cache-Control": "max-age=5"} if path == "/cached" else None)
 
     code, _, out = await send("POST", "/api/v1/nodes", {"metadata": {"name": "n1"}})
@@ -350,6 +356,9 @@ async def test_a_proxied_answer_is_uncacheable_and_keeps_the_backends_cache_cont
     send.server.handlers.proxies.kubelets.append(lambda name: Kubelet() if name == "n1" else None)
     code, headers, out = await send("GET", "/api/v1/nodes/n1/proxy/cached")
     assert code == 200, out
+    assert headers.getall("Cache-Control") == ["no-cache, private", "max-age=5"]
+    code, headers, out = await send("GET", "/api/v1/nodes/n1/proxy/streamed")
+    assert (code, out) == (200, b"ok")
     assert headers.getall("Cache-Control") == ["no-cache, private", "max-age=5"]
     _, headers, _ = await send("GET", "/api/v1/nodes/n1/proxy/plain")
     assert headers.getall("Cache-Control") == ["no-cache, private"]

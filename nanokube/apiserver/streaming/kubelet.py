@@ -29,6 +29,7 @@ from ...clock import REAL, Clock
 from ...machinery import errors
 from ...machinery.hostport import join_host_port
 from ...machinery.nodeaddresses import PREFERRED_ADDRESS_TYPES
+from ..audit import PROXIED
 from .proxy import DialError, _body, _read_head, forward, relayed, upgrade
 
 #: the kubelet's port when the Node names none (ports.KubeletPort)
@@ -295,6 +296,7 @@ class Kubelets:
         """nodes/proxy's answer from the kubelet's `target` path."""
         local = self.local(name)
         if local is not None:
+            request[PROXIED] = True  # (a stream it prepares itself gets NO_CACHE before its own Cache-Control)
             return await relayed(request, await local.serve(request, target or "/"))
         return await forward(request, self.dial(name), target)
 
