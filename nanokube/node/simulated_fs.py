@@ -20,7 +20,9 @@ a fresh root. Its volume mounts lie over it:
   with the pod as upstream's emptyDir is.
 
 A mount's `subPath` and `readOnly` are honoured, and a volume the pod or its
-PersistentVolume takes read-only (`read_only`) is read-only at every mount. A
+PersistentVolume takes read-only (`read_only`) is read-only at every mount; a
+container with readOnlyRootFilesystem has its root read-only but for /dev and
+/etc/hosts (`WRITABLE_OVER_READ_ONLY_ROOT`), its volumes as their mounts say. A
 volume that is a file on the node (a hostPath of one) is mounted as that file.
 The CDI devices of a container's DRA claims add theirs (`cdi`): a CDI mount is
 the node's file or directory at its container path, and a device node an empty
@@ -62,6 +64,10 @@ ON_NODE = frozenset({"persistentVolumeClaim", "ephemeral", "hostPath", "nfs"})
 IMAGE_DIRS = ("bin", "dev", "etc", "home", "proc", "root", "sys", "tmp", "usr", "var")
 #: where a container sees its cgroup
 CGROUP = "/sys/fs/cgroup"
+#: what stays writable over a read-only root (readOnlyRootFilesystem): runc's tmpfs at /dev (its
+#: /dev/shm, the kubelet's termination log) and the kubelet's /etc/hosts, a read-write bind mount;
+#: containerd's /etc/hostname and /etc/resolv.conf go read-only with the root
+WRITABLE_OVER_READ_ONLY_ROOT = ("/dev", "/etc/hosts")
 
 
 class FsError(Exception):
@@ -271,6 +277,7 @@ class PodFiles:
             if isinstance(d, Dir):
                 d.entries.setdefault(leaf, File(mode=0o666 if mode is None else mode & 0o7777, mtime=now))
         fs = ContainerFS(root, sorted(mounts, key=lambda m: len(m.path), reverse=True), now)
+        fs.read_only_root = bool((c.get("securityContext") or {}).get("readOnlyRootFilesystem"))
         fs.cwd = workdir
         fs.pod, fs.container = self.pod, name
         return fs
@@ -294,6 +301,9 @@ class ContainerFS:
         self.journal: list[tuple[float, str, tuple, dict]] | None = None
         #: where this view's root is in the container's (`chrooted`): its changes are kept at that path
         self.within = "/"
+        #: the container's root is mounted read-only (readOnlyRootFilesystem): a change there but in
+        #: WRITABLE_OVER_READ_ONLY_ROOT fails with EROFS, as its volumes' mounts say for theirs
+        self.read_only_root = False
 
     def _done(self, change: str, path: str, *args, **kwargs) -> None:
         """Keep `change` to `path` to be made again, on a view whose working directory is not this
@@ -343,6 +353,7 @@ class ContainerFS:
         view = ContainerFS(node if mount is None else Dir(), sorted(mounts, key=lambda m: len(m.path), reverse=True),
                            self.now)
         view.pod, view.container, view.journal, view.within = self.pod, self.container, self.journal, self._outer(path)
+        view.read_only_root = self.read_only_root and mount is None
         return view
 
     def lookup(self, path: str, follow: bool = True) -> File | Dir | None:
@@ -458,6 +469,9 @@ class ContainerFS:
         path = self.normal(path)
         mount, parts = self._mount(path)
         if mount is not None and (mount.read_only or mount.host is not None):
+            raise FsError(READ_ONLY)
+        if mount is None and self.read_only_root and not any(
+                (outer := self._outer(path)) == at or outer.startswith(at + "/") for at in WRITABLE_OVER_READ_ONLY_ROOT):
             raise FsError(READ_ONLY)
         if not parts:  # the root or a mount point itself
             raise FsError(EXISTS if self.lookup(path) is not None else NOT_FOUND)

@@ -24,7 +24,11 @@ POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "files", "namespa
         {"name": "main", "image": "busybox", "command": ["sleep", "infinity"],
          "volumeMounts": [{"name": "shared", "mountPath": "/data"}, {"name": "config", "mountPath": "/etc/app"}]},
         {"name": "side", "image": "busybox", "command": ["sleep", "infinity"],
-         "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]}]}}
+         "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]},
+        {"name": "locked", "image": "busybox", "command": ["sleep", "infinity"],
+         "securityContext": {"readOnlyRootFilesystem": True},
+         "volumeMounts": [{"name": "shared", "mountPath": "/data"},
+                          {"name": "shared", "mountPath": "/seen", "readOnly": True}]}]}}
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +148,28 @@ def test_shell_redirection_test_and_a_configmap_mount(pod):
     r = pod.kubectl("exec", "-i", "files", "-c", "main", "--", "sh", "-c", "cat > /tmp/piped; cat /tmp/piped",
                     input="through stdin\n")
     assert r.stdout == "through stdin\n"
+
+
+def test_a_read_only_root_filesystem_fails_writes_but_to_its_writable_mounts(pod, tmp_path):
+    """readOnlyRootFilesystem: the root is mounted read-only (EROFS, in busybox's words, and tar's
+    for kubectl cp), while an emptyDir mounted read-write takes writes, and the same volume mounted
+    readOnly does not; /dev (runc's tmpfs, /dev/shm in it) stays writable."""
+    for path in ("/x", "/tmp/x", "/etc/hostname", "/seen/x"):
+        r = _exec(pod, "touch", path, container="locked")
+        assert (r.returncode, r.stderr) == (1, f"touch: {path}: Read-only file system\n"
+                                               "command terminated with exit code 1\n"), path
+    r = _exec(pod, "sh", "-c", "echo kept > /data/locked.txt && touch /dev/shm/lock && cat /seen/locked.txt",
+              container="locked")
+    assert (r.returncode, r.stdout) == (0, "kept\n"), r.stderr
+    assert _exec(pod, "cat", "/data/locked.txt").stdout == "kept\n"
+    local = tmp_path / "in.txt"
+    local.write_text("x\n")
+    r = pod.kubectl("cp", str(local), "files:/tmp/in.txt", "-c", "locked", check=False)
+    assert r.returncode == 1
+    assert "tar: can't open 'in.txt': Read-only file system" in r.stdout + r.stderr
+    assert _exec(pod, "test", "-e", "/tmp/in.txt", container="locked").returncode == 1
+    pod.kubectl("cp", str(local), "files:/data/in.txt", "-c", "locked")
+    assert _exec(pod, "cat", "/data/in.txt", container="locked").stdout == "x\n"
 
 
 @pytest.mark.skipif(KUBECTL_132 is None or KUBECTL_132 == KUBECTL, reason="no second kubectl on PATH")
