@@ -473,95 +473,93 @@ def test_a_restarting_plugin_makes_the_node_print_no_grpc_noise():
     assert "goaway" not in r.stderr.lower(), r.stderr
 
 
-async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint():
+
+@pytest.fixture
+async def restartable():
+    """Node agents on a node directory that outlives them, the plugin registered: yields the
+    client, the clock, the plugin and `restart(between)`, which stops the agents, awaits
+    `between()` (the node down) and starts new ones on the same directory (a restarted kubelet),
+    returning them once the plugin registered with them."""
+    base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    mgrs = [NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)]
+    d = None
+    try:
+        await mgrs[0].start()
+        a = mgrs[0].agents[NODE]
+        d = PluginDriver(DRIVER, a.plugins_registry, f"{base}/{NODE}/plugins", a.cdi_dir,
+                         lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
+        await registered(clock, mgrs[0], d)
+
+        async def restart(between):
+            await mgrs[-1].stop()
+            await between()
+            mgrs.append(NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base))
+            await mgrs[-1].start()
+            await registered(clock, mgrs[-1], d)
+            return mgrs[-1]
+
+        yield s.client, clock, d, restart
+    finally:
+        await mgrs[-1].stop()
+        await s.close()
+        if d is not None:
+            d.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_restarted_kubelet_keeps_its_prepared_claims_from_its_checkpoint(restartable):
     """As upstream's DRA manager checkpoints its claim cache (dra_manager_state): a node agent
     restarted under a running pod adopts it without a second NodePrepareResources, its containers
     keep their CDI devices, and the pod's deletion still unprepares the claim through the driver;
     the claim of a pod deleted while the node was down is unprepared once it is back."""
-    base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    clock = ManualClock()
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
-    d = None
-    try:
-        await mgr.start()
-        a = mgr.agents[NODE]
-        d = PluginDriver(DRIVER, a.plugins_registry, f"{base}/{NODE}/plugins", a.cdi_dir,
-                         lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
-        await registered(clock, mgr, d)
-        claim, pod, pods = await _claimed_pod(s.client, "kept", "kept")
-        gone, _, _ = await _claimed_pod(s.client, "gone", "gone")
-        await eventually(phase(pods, "kept", "Running", clock))
-        await eventually(phase(pods, "gone", "Running", clock))
-        assert os.path.exists(os.path.join(base, NODE, "dra_manager_state"))
-        await mgr.stop()
-        await pods.delete("gone", "default", grace_period_seconds=0)  # no kubelet runs: deleted at once
-        mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
-        await mgr.start()  # the driver runs on: the new agent registers it again and adopts the pod
-        await registered(clock, mgr, d)
-        assert d.statuses == [(True, ""), (True, "")]
-        a = mgr.agents[NODE]
-        assert a.claims.cdi_devices(pod, "app") == [f"{DRIVER}/device=gpu-0"]
-        assert a.claims.cdi_environment(pod, "app") == {"DRIVER": DRIVER, "DEVICE_0": "gpu-0"}
-        ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "kept"}
-        gone_ref = {"namespace": "default", "uid": gone["metadata"]["uid"], "name": "gone"}
-        # the gone pod's claim: unprepared once the driver is back (its first try found it not registered)
-        await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
-        assert d.called("NodeUnprepareResources") == [{"claims": [gone_ref]}]
-        assert a.claims.claims_in_use() == {"<any>": 1, DRIVER: 1}
-        assert sorted(r["claims"][0]["name"] for r in d.called("NodePrepareResources")) == ["gone", "kept"]
+    client, clock, d, restart = restartable
+    claim, pod, pods = await _claimed_pod(client, "kept", "kept")
+    gone, _, _ = await _claimed_pod(client, "gone", "gone")
+    await eventually(phase(pods, "kept", "Running", clock))
+    await eventually(phase(pods, "gone", "Running", clock))
+    # the driver runs on: the new agent registers it again and adopts the pod; no kubelet runs
+    # meanwhile, so the pod deleted then is gone at once
+    mgr = await restart(lambda: pods.delete("gone", "default", grace_period_seconds=0))
+    assert d.statuses == [(True, ""), (True, "")]
+    a = mgr.agents[NODE]
+    assert a.claims.cdi_devices(pod, "app") == [f"{DRIVER}/device=gpu-0"]
+    assert a.claims.cdi_environment(pod, "app") == {"DRIVER": DRIVER, "DEVICE_0": "gpu-0"}
+    ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "kept"}
+    gone_ref = {"namespace": "default", "uid": gone["metadata"]["uid"], "name": "gone"}
+    # the gone pod's claim: unprepared once the driver is back (its first try found it not registered)
+    await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+    assert d.called("NodeUnprepareResources") == [{"claims": [gone_ref]}]
+    assert a.claims.claims_in_use() == {"<any>": 1, DRIVER: 1}
+    assert sorted(r["claims"][0]["name"] for r in d.called("NodePrepareResources")) == ["gone", "kept"]
 
-        await pods.delete("kept", "default", grace_period_seconds=0)
-        await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) == 2)))
-        assert d.called("NodeUnprepareResources")[1] == {"claims": [ref]}
-        assert a.claims.claims_in_use() == {"<any>": 0}
-        assert len(d.called("NodePrepareResources")) == 2
-    finally:
-        await mgr.stop()
-        await s.close()
-        if d is not None:
-            d.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    await pods.delete("kept", "default", grace_period_seconds=0)
+    await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) == 2)))
+    assert d.called("NodeUnprepareResources")[1] == {"claims": [ref]}
+    assert a.claims.claims_in_use() == {"<any>": 0}
+    assert len(d.called("NodePrepareResources")) == 2
 
 
-async def test_a_claim_the_driver_failed_to_unprepare_is_asked_again_after_a_restart():
+async def test_a_claim_the_driver_failed_to_unprepare_is_asked_again_after_a_restart(restartable):
     """A claim whose NodeUnprepareResources failed stays in the checkpoint until the driver
     succeeds: a node restarted meanwhile asks the driver again, as upstream's DRA manager keeps
     such a claim in its cache."""
-    base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a socket's path: at most 105 bytes for gRPC
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    clock = ManualClock()
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
-    d = None
-    try:
-        await mgr.start()
-        a = mgr.agents[NODE]
-        d = PluginDriver(DRIVER, a.plugins_registry, f"{base}/{NODE}/plugins", a.cdi_dir,
-                         lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
-        await registered(clock, mgr, d)
-        claim, _, pods = await _claimed_pod(s.client, "stuck", "stuck")
-        await eventually(phase(pods, "stuck", "Running", clock))
-        d.fail_unprepare[claim["metadata"]["uid"]] = "device gpu-0 is still busy"
-        await pods.delete("stuck", "default", grace_period_seconds=0)
-        await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
-        await mgr.stop()  # before its retry
-        tries = len(d.called("NodeUnprepareResources"))
+    client, clock, d, restart = restartable
+    claim, _, pods = await _claimed_pod(client, "stuck", "stuck", fail=(d.fail_unprepare, "device gpu-0 is busy"))
+    await eventually(phase(pods, "stuck", "Running", clock))
+    await pods.delete("stuck", "default", grace_period_seconds=0)
+    await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+    tries = []
+
+    async def recovers():  # the node down before its retry; the driver can unprepare the claim now
+        tries.append(len(d.called("NodeUnprepareResources")))
         del d.fail_unprepare[claim["metadata"]["uid"]]
-        mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=base)
-        await mgr.start()
-        await registered(clock, mgr, d)
-        ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "stuck"}
-        await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) > tries)))
-        assert d.called("NodeUnprepareResources")[-1] == {"claims": [ref]}
-        await eventually(ticking(clock, lambda: _true(not mgr.agents[NODE].claims.unpreparing)))
-        assert len(d.called("NodeUnprepareResources")) == tries + 1  # it succeeded: not asked again
-    finally:
-        await mgr.stop()
-        await s.close()
-        if d is not None:
-            d.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    mgr = await restart(recovers)
+    ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "stuck"}
+    await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) > tries[0])))
+    assert d.called("NodeUnprepareResources")[-1] == {"claims": [ref]}
+    await eventually(ticking(clock, lambda: _true(not mgr.agents[NODE].claims.unpreparing)))
+    assert len(d.called("NodeUnprepareResources")) == tries[0] + 1  # it succeeded: not asked again
