@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 from prometheus_client import ProcessCollector
 
-from .machinery import errors
+from .machinery import errors, goduration
 from .machinery.responses import error_response
 from .machinery.version import BUILD_VERSION, GO_VERSION
 
@@ -58,19 +58,28 @@ def listed_paths(app: web.Application) -> list[str]:
 
 def flags(args) -> dict[str, str]:
     """Every flag the command defines and its value as pflag prints it (set, or the default), for
-    a namespace whose parser set itself as the `flag_parser` default (`register`)."""
+    a namespace whose parser set itself as the `flag_parser` default (`register`). A duration flag
+    (metavar DURATION, kept as the text given) prints as Go's time.Duration does: 5m as 5m0s."""
     out = {}
     for action in args.flag_parser._actions:
         long = [s for s in action.option_strings if s.startswith("--")]
         if not long or action.dest == "help":
             continue
-        out[long[0][2:]] = _flag_text(getattr(args, action.dest, action.default))
+        value = getattr(args, action.dest, action.default)
+        out[long[0][2:]] = _duration_text(value) if action.metavar == "DURATION" else _flag_text(value)
     return out
 
 
 def register(parser) -> None:
     """Lets `flags` read `parser`'s flags back from the namespace it parses."""
     parser.set_defaults(flag_parser=parser)
+
+
+def _duration_text(value: str | None) -> str:
+    try:
+        return goduration.string(round(goduration.parse(value) * 1e9)) if value else ""
+    except ValueError:  # (a flag its command rejects at start, which serves no /flagz then)
+        return value
 
 
 def _flag_text(value) -> str:

@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from nanokube import cli_scheduler, component_server, zpages
+from nanokube import cli_controller_manager, cli_scheduler, component_server, zpages
 from nanokube.machinery import logs
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.healthz import Check
@@ -143,6 +143,16 @@ def test_flags_are_every_long_flag_as_pflag_prints_it():
     assert got["leader-elect-retry-period"] == "" and got["config"] == "" and got["bind-address"] == "0.0.0.0"
     assert got["authorization-always-allow-paths"] == "/healthz,/readyz,/livez"
     assert "help" not in got and "flag-parser" not in got and "flag_parser" not in got
+
+
+def test_duration_flags_print_as_go_durations():
+    """pflag prints a duration flag with time.Duration's String: kube-controller-manager's default
+    8760h as 8760h0m0s, and a value given in another spelling normalised."""
+    parser = argparse.ArgumentParser()
+    cli_controller_manager.add_parser(parser.add_subparsers())
+    assert zpages.flags(parser.parse_args(["controller-manager"]))["cluster-signing-duration"] == "8760h0m0s"
+    got = zpages.flags(parser.parse_args(["controller-manager", "--cluster-signing-duration", "90m1500ms"]))
+    assert got["cluster-signing-duration"] == "1h30m1.5s"
 
 
 async def test_component_paths_as_upstream_lists_them():

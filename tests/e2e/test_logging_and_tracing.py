@@ -180,7 +180,7 @@ def _created(v1, body) -> bool:
 
 def test_up_logs_json_and_flagz_shows_the_logging_flags(cluster):
     """--logging-format json: each record component-base's JSON object (ts, caller, msg, v);
-    /flagz shows the logging flags as set."""
+    /flagz shows the logging flags as set, and duration flags as Go prints them (5m as 5m0s)."""
     lines = [line for line in cluster.log_path.read_text().splitlines() if line.startswith("{")]
     records = [json.loads(line) for line in lines]
     [registered] = [r for r in records if r["msg"].endswith("simulated nodes registered")]
@@ -188,6 +188,8 @@ def test_up_logs_json_and_flagz_shows_the_logging_flags(cluster):
     assert re.fullmatch(r"manager\.py:\d+", registered["caller"]) and isinstance(registered["ts"], float)
     flagz = cluster.kubectl("get", "--raw", "/flagz").stdout
     assert re.search(r"^logging-format\W+json$", flagz, re.M) and re.search(r"^v\W+0$", flagz, re.M), flagz
+    assert re.search(r"^etcd-compaction-interval\W+5m0s$", flagz, re.M), flagz
+    assert re.search(r"^event-ttl\W+1h0m0s$", flagz, re.M), flagz
 
 
 def test_a_scheduler_process_with_vmodule_logs_each_binding_in_klog_text(cluster):
