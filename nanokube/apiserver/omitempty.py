@@ -15,8 +15,9 @@ always encoded, left out it is its zero (`structs`: a Node's `spec: {}`).
 Which fields are omitempty is a json tag (machinery/jsontags.py): a value scalar is omitempty
 when the protobuf table, read from kubectl 1.37's Go types, flags it "o", or jsontags lists it for
 a type outside k8s.io/api; a list or map is omitempty when the schema does not require it, less
-KEEP_EMPTY. Only the types of the reviewed kinds (jsontags.ROOTS and all they
-refer to) are normalized; other kinds keep what they are sent.
+KEEP_EMPTY, and a required one is not, less REQUIRED_OMITEMPTY (a LimitRange's `limits: null`).
+Only the types of the reviewed kinds (jsontags.ROOTS and all they refer to) are normalized; other
+kinds keep what they are sent.
 
 Empty lists and maps go on decode, before validation, as the zeros do: validation and the
 field manager then compare an update with the stored object as upstream's do (apimachinery's
@@ -37,6 +38,7 @@ from nanokube.machinery.jsontags import (
     NIL_POINTERS,
     NOT_OMITEMPTY,
     OMITEMPTY_SCALARS,
+    REQUIRED_OMITEMPTY,
     ROOTS,
     VALIDATED_EMPTY,
 )
@@ -58,7 +60,8 @@ def nulled(name: str) -> dict[str, type | None]:
     `bool`) of built-in definition `name` tagged without omitempty, by field: left out, one is
     served as `null`, a scalar as its zero (a StatefulSet's `serviceName: ""`, a PriorityClass's
     `value: 0`); a list or map sent empty is `null` too (jsontags.KEEP_EMPTY, NIL_POINTERS,
-    NOT_OMITEMPTY)."""
+    NOT_OMITEMPTY). And the required lists and maps (None), which validation may allow left out
+    (a LimitRange's `limits: null`); one sent empty keeps its `[]`."""
     return _empties()[1].get(name, {})
 
 
@@ -253,7 +256,7 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, dict[str, type | N
             if kind is not None:
                 null[k] = kind
         for k, prop in (d.get("properties") or {}).items():
-            if k in required or (name, k) == _FIELD_MANAGER_READS:
+            if (name, k) == _FIELD_MANAGER_READS:
                 continue
             types = prop.get("type")
             types = {types} if isinstance(types, str) else set(types or ())
@@ -265,7 +268,12 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, dict[str, type | N
                 kind = str
             else:
                 continue
-            if k not in keep:
+            if k in required:
+                # tagged without omitempty (bar REQUIRED_OMITEMPTY's): left out, it is null; one
+                # sent empty is kept, as validation prints it (`Invalid value: []`)
+                if kind is not str and k not in REQUIRED_OMITEMPTY.get(name, ()):
+                    null[k] = None
+            elif k not in keep:
                 found[k] = kind
             elif kind is not str:
                 null[k] = kind

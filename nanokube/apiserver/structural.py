@@ -554,8 +554,11 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
         k for k, (c, _) in fields.items() if c in _TIMES and not (created and k == "creationTimestamp")}
     zero_dropped = frozenset(("creationTimestamp",)) if created else frozenset()
     # a struct held by value is always encoded: left out or null, it is its zero, whose own fields
-    # tagged without omitempty its checker fills (omitempty.structs); a Quantity's zero is "0"
+    # tagged without omitempty its checker fills (omitempty.structs); a Quantity's zero is "0".
+    # Each zero is the same every time: filled once, kept as its JSON (a status patch's view of a
+    # pod, without its spec, is filled a zero PodSpec each time)
     value_structs = tuple((k, nested[k]) for k in sorted(structs) if k in nested)
+    filled: dict[str, bytes] = {}
 
     def check(v: Any, path: Path, res: _Result) -> None:
         if type(v) is not dict:
@@ -609,9 +612,13 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
         if value_structs and res.nulls:
             for k, c in value_structs:
                 if v.get(k) is None:
-                    v[k] = zero = c.zero()
-                    if type(zero) is dict:
-                        c(zero, (path, k, struct), res)
+                    zero = filled.get(k)
+                    if zero is None:
+                        first = c.zero()
+                        if type(first) is dict:
+                            c(first, (path, k, struct), _Result(False))
+                        zero = filled[k] = orjson.dumps(first)
+                    v[k] = orjson.loads(zero)
     return check
 
 

@@ -130,6 +130,16 @@ KEEP_EMPTY: dict[str, frozenset[str]] = {
     _CRD + "CustomResourceDefinitionStatus": frozenset({"conditions", "storedVersions"}),
 }
 
+#: required lists and maps upstream tags omitempty: left out, one stays out (every other required
+#: one is tagged without it, so one left out is served `null` where validation lets it be: a
+#: LimitRange's `limits: null`)
+REQUIRED_OMITEMPTY: dict[str, frozenset[str]] = {
+    "io.k8s.api.apiserverinternal.v1alpha1.ServerStorageVersion": frozenset({"decodableVersions"}),
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset({"validationActions"}),
+    **{f"io.k8s.api.resource.{v}.{kind}": frozenset({"counters"})
+       for v in ("v1", "v1beta2", "v1beta1") for kind in ("CounterSet", "DeviceCounterConsumption")},
+}
+
 #: optional pointers upstream tags without omitempty and no defaulting fills: encoded `null` when
 #: nil, so one left out is served as `null` (a sent value, zero or `{}` included, is kept). The
 #: other such pointers are required, or defaulted when nil (GRPCAction.service "",

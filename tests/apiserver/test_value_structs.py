@@ -143,3 +143,20 @@ async def test_a_required_struct_left_out_is_its_zero_which_the_clients_models_r
         assert [(t.weight, t.preference) for t in preferred] == [(1, client.V1NodeSelectorTerm())]
         slices = await asyncio.to_thread(client.ResourceV1Api(api).list_resource_slice)
         assert [s.spec.shared_counters[0].counters["bytes"].value for s in slices.items] == ["0"]
+
+
+async def test_a_required_list_left_out_is_null(tmp_path):
+    """A required list tagged without omitempty is written `null` when nil: where validation allows
+    none, a LimitRange's limits, a CSINode's drivers and a pod failure policy's rules left out are
+    served `null`."""
+    container = {"name": "c", "image": "i"}
+    async with served(tmp_path) as (_, api):
+        await call(api, "POST", "/api/v1/namespaces/default/limitranges", {"metadata": {"name": "l"}, "spec": {}})
+        await call(api, "POST", "/apis/storage.k8s.io/v1/csinodes", {"metadata": {"name": "n1"}})
+        await call(api, "POST", "/apis/batch/v1/namespaces/default/jobs", {"metadata": {"name": "j"}, "spec": {
+            "podFailurePolicy": {}, "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}})
+        limits = json.loads(await _kubectl(tmp_path, "get", "limitrange", "l", "-o", "json"))
+        csinode = json.loads(await _kubectl(tmp_path, "get", "csinode", "n1", "-o", "json"))
+        job = json.loads(await _kubectl(tmp_path, "get", "job", "j", "-o", "json"))
+        assert (limits["spec"], csinode["spec"], job["spec"]["podFailurePolicy"]) == (
+            {"limits": None}, {"drivers": None}, {"rules": None})

@@ -6,7 +6,7 @@ import pytest
 
 from nanokube import schema as k8s
 from nanokube.apiserver import omitempty
-from nanokube.machinery.jsontags import KEEP_EMPTY, NIL_POINTERS, NOT_OMITEMPTY, VALIDATED_EMPTY
+from nanokube.machinery.jsontags import KEEP_EMPTY, NIL_POINTERS, NOT_OMITEMPTY, REQUIRED_OMITEMPTY, VALIDATED_EMPTY
 from tests.machinery.test_go_types import KUBECTL, _script
 
 
@@ -59,6 +59,12 @@ def test_not_omitempty_lists_exactly_the_optional_value_scalars_tagged_without_o
 
 def test_keep_empty_lists_exactly_the_optional_lists_and_maps_tagged_without_omitempty(tags):
     assert _of_api(KEEP_EMPTY) == _derived(tags, {"list", "map"})
+
+
+def test_required_omitempty_lists_exactly_the_required_lists_and_maps_tagged_omitempty(tags):
+    found = {name: frozenset(f for f, (kind, omit, required) in fields.items()
+                             if kind in ("list", "map") and omit and required) for name, fields in tags.items()}
+    assert REQUIRED_OMITEMPTY == {name: fields for name, fields in found.items() if fields}
 
 
 #: optional pointers tagged without omitempty that upstream's defaulting fills when nil
