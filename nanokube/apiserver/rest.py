@@ -1573,7 +1573,8 @@ class GenericREST:
             warned = self._warned(admission, res.strategy.warnings_on_update(*checked))
         await self._validating_admission(admission, new)
         nm["resourceVersion"] = om.get("resourceVersion")
-        if new == old and not (self.stale is not None and await self.stale(res.key(nm.get("namespace"), nm["name"]))):
+        if new == old and type(entry) is not _Redecoded \
+                and not (self.stale is not None and await self.stale(res.key(nm.get("namespace"), nm["name"]))):
             if _converts(res.strategy):
                 await res.strategy.prepare_conversion([old], version)
             return self._result(res, old, version, 200, warned)
@@ -2078,12 +2079,21 @@ def _patched_fields(patch: dict, smp: bool) -> set[str] | None:
     return out
 
 
+class _Redecoded(Entry):
+    """A stored object as it decodes now, where that differs from what was stored (an older server's
+    object, without a struct or a null the decoder fills in): an update that changes nothing writes
+    it again, as upstream's GuaranteedUpdate writes where the encoded object differs from the stored
+    bytes (how `kubectl replace` and a StorageVersionMigration bring it up to date)."""
+
+    __slots__ = ()
+
+
 def _as_decoded(res: Resource, entry: Entry | None, subresource: str | None) -> Entry | None:
     """The stored object as an update compares with it: decoded as a request is (structural.check), so
     one an older server stored without a field tagged without omitempty (a StatefulSet's
     `serviceName: ""`, a PVC dataSource's `apiGroup: null`) equals the same object sent back, as
-    upstream's stored objects do once decoded into Go structs. `entry` itself when nothing changes,
-    and for a subresource's write, which keeps the stored spec as it is (decoding a whole pod for
+    upstream's stored objects do once decoded into Go structs (a `_Redecoded`). `entry` itself when nothing
+    changes, and for a subresource's write, which keeps the stored spec as it is (decoding a whole pod for
     each status patch doubled its cost: issue 19's pending pods), and for a resource stored in another's
     shape (events.k8s.io's Events are core/v1's: its own schema would add its value times to them)."""
     if entry is None or subresource or type(res.strategy).decode is not Strategy.decode or res.storage_alias \
@@ -2091,7 +2101,7 @@ def _as_decoded(res: Resource, entry: Entry | None, subresource: str | None) -> 
         return entry
     obj = json_copy(entry.obj)
     errs, _ = structural.check(obj, sch, False)
-    return entry if errs or obj == entry.obj else Entry(obj, entry.rev, size=entry.size)
+    return entry if errs or obj == entry.obj else _Redecoded(obj, entry.rev, size=entry.size)
 
 
 def _check_fields(obj: dict, sch: dict, changed: set[str] | None,
