@@ -160,6 +160,8 @@ class ClaimPreparer:
             failed = False
         finally:
             self.metrics.operation(PREPARE, started, failed)
+            if failed and self.attempted.get(pod["metadata"]["uid"]):
+                self._save()  # a driver may hold part of a claim it failed to prepare: see `unprepare`
 
     async def _prepare(self, pod: dict) -> None:
         md = pod["metadata"]
@@ -254,10 +256,17 @@ class ClaimPreparer:
         self.metrics.operation(UNPREPARE, started, failed)
 
     def _save(self) -> None:
-        """Checkpoint the prepared claims, each with its pods and devices (a pod's claim is saved
-        once prepared: one whose preparation failed is not, and a restarted node prepares it again)."""
+        """Checkpoint the prepared claims, each with its pods and devices; those whose drivers
+        were asked to prepare them for a pod and failed (the pod's end unprepares them); and those
+        drivers failed to unprepare (asked again)."""
         if not self.checkpoint_path:
             return
+        attempted: dict[str, dict] = {}
+        for pod, claims in self.attempted.items():
+            for uid, (ns, name) in claims.items():
+                if uid not in self.prepared and uid not in self.unprepare_left:
+                    attempted.setdefault(uid, {"namespace": ns, "name": name, "attempted": [],
+                                               "drivers": sorted(self.external.get(uid, {}))})["attempted"].append(pod)
         state = {uid: {"namespace": ns, "name": name, "pods": sorted(pods),
                        "drivers": list(self.drivers_of.get(uid, ())),
                        "external": {d: [asdict(p) for p in ps] for d, ps in self.external.get(uid, {}).items()},
@@ -266,6 +275,7 @@ class ClaimPreparer:
                  for uid, (ns, name, pods) in self.prepared.items()}
         state.update({uid: {"namespace": ns, "name": name, "unprepare": drivers}
                       for uid, (ns, name, drivers) in self.unprepare_left.items()})
+        state.update(attempted)
         try:
             checkpoint.save(self.checkpoint_path, state)
         except OSError as e:
@@ -279,6 +289,12 @@ class ClaimPreparer:
         for uid, c in state.items():
             if "unprepare" in c:
                 self.unprepare_left[uid] = (c["namespace"], c["name"], c["unprepare"])
+                continue
+            if "attempted" in c:
+                self.external[uid] = {d: [] for d in c["drivers"]}
+                for pod in c["attempted"]:
+                    self.attempted.setdefault(pod, {})[uid] = (c["namespace"], c["name"])
+                    self.pods_seen.add(pod)
                 continue
             self.prepared[uid] = (c["namespace"], c["name"], set(c["pods"]))
             self.drivers_of[uid] = tuple(c["drivers"])

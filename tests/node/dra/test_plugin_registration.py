@@ -563,3 +563,15 @@ async def test_a_claim_the_driver_failed_to_unprepare_is_asked_again_after_a_res
     assert d.called("NodeUnprepareResources")[-1] == {"claims": [ref]}
     await eventually(ticking(clock, lambda: _true(not mgr.agents[NODE].claims.unpreparing)))
     assert len(d.called("NodeUnprepareResources")) == tries[0] + 1  # it succeeded: not asked again
+
+
+async def test_a_claim_the_driver_failed_to_prepare_is_unprepared_when_its_pod_went_while_the_node_was_down(
+        restartable):
+    """Upstream checkpoints a claim before calling its drivers: one whose NodePrepareResources
+    failed is unprepared once its pod is gone, also when the pod went while the node was down."""
+    client, clock, d, restart = restartable
+    claim, _, pods = await _claimed_pod(client, "failing", "failing", fail=(d.fail, "device gpu-0 is busy"))
+    await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
+    await restart(lambda: pods.delete("failing", "default", grace_period_seconds=0))
+    unprepared = await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+    assert unprepared == [{"claims": [{"namespace": "default", "uid": claim["metadata"]["uid"], "name": "failing"}]}]
