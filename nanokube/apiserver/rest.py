@@ -1255,10 +1255,10 @@ class GenericREST:
         `held`: the empty lists validation reads, left out once it passed; `written`: where the
         store's answer goes once it made the write."""
         md = obj["metadata"]
-        # a large custom resource is validated in a worker thread (a built-in kind's validation may
-        # allocate, as a Service's begin_create does, and stays on the loop)
+        # a large or costly custom resource is validated in a worker thread (a built-in kind's validation
+        # may allocate, as a Service's begin_create does, and stays on the loop)
         checked = await self._as_requested(res, version, obj) if res.strategy.unstructured else (obj,)
-        if large and res.strategy.unstructured:
+        if _validated_off_loop(res, large, checked[0], len(opts.body)):
             errs = await asyncio.to_thread(res.validate_create, *checked)
         else:
             errs = res.validate_create(*checked)
@@ -1507,9 +1507,10 @@ class GenericREST:
         the strategy finishes (prepare_for_update ran)."""
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
-        # a large custom resource is validated, and a large dry run's answer ordered, in a worker thread;
-        # a large object's metadata too (100,000 annotations patched through /status: ~0.3 s)
-        large = large or max(len(opts.body), entry.size) >= OFF_LOOP_OBJECT
+        # a large or costly custom resource is validated, and a large dry run's answer ordered, in a worker
+        # thread; a large object's metadata too (100,000 annotations patched through /status: ~0.3 s)
+        size = max(len(opts.body), entry.size)
+        large = large or size >= OFF_LOOP_OBJECT
         _same_namespace(res, nm, om.get("namespace"))
         if subresource == "status":
             _keep_stored(nm, om, res.strategy.status_deletion_kept)
@@ -1523,7 +1524,7 @@ class GenericREST:
             res.strategy.prepare_for_status_update(new, old)
             if res.strategy.unstructured:
                 checked = await self._as_requested(res, version, new, old)
-            if large and res.strategy.unstructured:
+            if _validated_off_loop(res, large, checked[0], size):
                 errs = await asyncio.to_thread(res.strategy.validate_status_update, *checked)
             else:
                 errs = res.strategy.validate_status_update(*checked)
@@ -1557,7 +1558,7 @@ class GenericREST:
             if res.strategy.unstructured:
                 checked = await self._as_requested(res, version, new, old)
             args = (held, new, lambda: res.validate_update(*checked, meta))
-            if large and res.strategy.unstructured:
+            if _validated_off_loop(res, large, checked[0], size):
                 errs = await asyncio.to_thread(omitempty.validated, *args)
             else:
                 errs = omitempty.validated(*args)
@@ -2257,6 +2258,12 @@ def _hold(task: asyncio.Task) -> None:
     """Keeps `task` (a cancelled request's follow-up) referenced until it ends."""
     _UNABANDONED.add(task)
     task.add_done_callback(_UNABANDONED.discard)
+
+
+def _validated_off_loop(res: Resource, large: bool, obj: dict, size: int) -> bool:
+    """Whether a custom resource is validated in a worker thread: a large one, and one whose CRD's
+    rules may cost more on its `size` (bytes of JSON, 0 where not known) than the loop can spare."""
+    return res.strategy.unstructured and (large or res.strategy.validation_costly(obj, size))
 
 
 async def _computed(large: bool, fn, *args, **kwargs):

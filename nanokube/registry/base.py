@@ -206,6 +206,12 @@ class Strategy:
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return self.validate(new)
 
+    def validation_costly(self, obj: Obj, size: int) -> bool:
+        """Whether validating `obj` (`size` bytes of JSON, 0 where not known) may hold the event loop
+        long enough to run in a worker thread however small the object is (asked of unstructured
+        kinds only: a built-in kind's validation may allocate, and stays on the loop)."""
+        return False
+
     def warnings_on_create(self, obj: Obj) -> list[str]:
         """Upstream's WarningsOnCreate: what a valid create is warned about (Warning headers), in a
         new list; runs after validation, dry runs included."""

@@ -315,7 +315,7 @@ def compile_rules(schema: dict, field_path: str, compiling: bool = True, preexis
         c.errors.append(_error("FieldValueForbidden", field_path, cost_error_message(
             "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema", c.total,
             STATIC_CRD_COST_LIMIT)))
-    return (CompiledRules(root) if root is not None else None), c.errors
+    return (CompiledRules(root, c.total) if root is not None else None), c.errors
 
 
 # -- validation -------------------------------------------------------------
@@ -343,14 +343,48 @@ class _Budget:
         self.binding = binding
 
 
+def _bounded_cost(n: _Node, size, most: int, cardinality: int) -> int:
+    """The estimate of `n`'s rules and those below it with sizes clamped by `size` and each
+    collection holding at most `most` values."""
+    cost = 0
+    for r in n.rules:
+        cost += sum(p.cost_bound(size) for p in (r.program, r.message) if p is not None) * cardinality
+    for child in n.properties.values():
+        cost += _bounded_cost(child, size, most, cardinality)
+    if n.additional is not None:
+        cost += _bounded_cost(n.additional, size, most, cardinality * min(properties_bound(n.schema), most))
+    if n.items is not None:
+        cost += _bounded_cost(n.items, size, most, cardinality * min(items_bound(n.schema), most))
+    return cost
+
+
 _OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 
 
 class CompiledRules:
-    """The compiled rules of one CRD version's schema."""
+    """The compiled rules of one CRD version's schema. `cost`: their static estimate, every rule's
+    worst case times how many times its node can occur (what compile_rules holds to the limits)."""
 
-    def __init__(self, root: _Node) -> None:
+    def __init__(self, root: _Node, cost: int) -> None:
         self.root = root
+        self.cost = cost
+        #: cost_for's answers by the bit length of the object's size
+        self._costs: dict[int, int] = {}
+
+    def cost_for(self, size: int) -> int:
+        """The estimated cost of validating an object of `size` bytes of JSON (0: not known, the
+        static estimate): each rule's worst case with every collection, string and count of nodes
+        clamped to what fits in that many bytes (the next power of two: computed once a power). A
+        rule costly on any object (`lists.range(1000)`) stays costly; one that walks an unbounded
+        list costs what a small object's list can hold."""
+        if size <= 0:
+            return self.cost
+        bits = size.bit_length()
+        known = self._costs.get(bits)
+        if known is None:
+            most = 1 << bits
+            known = self._costs[bits] = min(self.cost, _bounded_cost(self.root, _sizes((most // 2, most)), most // 2, 1))
+        return known
 
     def validate(self, obj: dict, old: dict | None, warnings: list[str] | None = None) -> list[FieldError]:
         """Errors of `obj` (the old object on update, for transition rules).
