@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import CounterMetricFamily
 from ..clock import REAL, Clock
 from ..machinery import gofmt, keepalive
 from ..machinery.errors import APIError
+from ..machinery.httpstream.transports import RawUpgrade
 from ..machinery.responses import error_response
 from ..machinery.meta import new_uid
 from ..machinery.user import User
@@ -574,8 +575,9 @@ class AuditedRequest(keepalive.Request):
     async def _prepare_hook(self, response: web.StreamResponse) -> None:
         headers = response.headers
         keepalive.unbranded(headers)  # (aiohttp's own path names itself; Go's server names none)
-        # an upgrade's 101 is written on the hijacked connection, past what the filters set: none of it
-        if response.status != 101:
+        # an upgrade's 101, or a proxied upgrade's refusal, is written on the hijacked connection,
+        # past what the filters set: none of it
+        if response.status != 101 and type(response) is not RawUpgrade:
             value = self._state.get(AUDIT_ID)
             if value is not None:
                 headers[_AUDIT_ID_HEADER] = value

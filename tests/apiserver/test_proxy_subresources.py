@@ -55,6 +55,9 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
         async for msg in ws:
             await ws.send_str(f"echo {msg.data} {request.query_string or 'no query'}")
         return ws
+    if request.path == "/ws-refused":  # a refusal such as a kubelet's of an exec it will not run
+        return web.Response(status=403, text="no", headers={"Cache-Control": "max-age=5", "X-Backend": "yes",
+                                                            "Access-Control-Allow-Origin": "*"})
     if request.path == "/ws-deaf":  # upgrades, then reads nothing until the test lets it end
         ws = web.WebSocketResponse()
         await ws.prepare(request)
@@ -382,6 +385,19 @@ async def test_websocket_upgrades_are_joined_to_the_pod(env):
     assert (code, json.loads(out)["message"]) == (
         500, "error dialing backend: dial tcp 10.244.0.5:9090: connect: connection refused")
     assert "reason" not in json.loads(out), "an error that is not a Status: no reason"
+
+
+async def test_an_upgrade_the_backend_refuses_is_its_answer_as_it_came(env):
+    """A refusal (status 400 or above) is written as it came on the hijacked connection: none of
+    the headers the API server's filters set (Audit-Id, Cache-Control), the backend's own kept
+    (CORS too, which only the reverse proxy's answers lose), and the connection closed."""
+    send, _ = env
+    code, headers, out = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/ws-refused",
+                                    headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    assert (code, out) == (403, b"no")
+    assert headers.getall("Cache-Control") == ["max-age=5"] and "Audit-Id" not in headers
+    assert headers["X-Backend"] == "yes" and headers["Access-Control-Allow-Origin"] == "*"
+    assert headers["Connection"] == "close"
 
 
 async def test_a_client_that_floods_an_upgraded_connection_is_slowed_to_the_backend(env):

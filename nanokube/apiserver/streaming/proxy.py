@@ -389,7 +389,7 @@ async def upgrade(request: web.Request, backend: Backend, location: str,
         if status != 101 and status < 400:
             raise errors.APIError(500, "", f"invalid upgrade response: status code {status}")
         if status != 101:
-            return await _relay_response(request, reader, status, reason, headers, None, backend.host)
+            return await _refused(request, reader, status, reason, headers)
         return await splice(request, RawUpgrade(status=101, reason=reason or None, headers=headers),
                             reader, writer)
     finally:
@@ -469,8 +469,8 @@ async def _body(reader: asyncio.StreamReader, headers: CIMultiDict):
 
 
 async def _relay_response(request: web.Request, reader: asyncio.StreamReader, status: int, reason: str,
-                          headers: CIMultiDict, prefix: str | None, backend_host: str) -> web.StreamResponse:
-    """The backend's answer to the client; `prefix` None passes it unrewritten (an upgrade's refusal)."""
+                          headers: CIMultiDict, prefix: str, backend_host: str) -> web.StreamResponse:
+    """The backend's answer to the client."""
     connection_named = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
     out = CIMultiDict({hdrs.CACHE_CONTROL: NO_CACHE})  # the API server's, then the backend's own, if any
     for k, v in headers.items():
@@ -479,13 +479,12 @@ async def _relay_response(request: web.Request, reader: asyncio.StreamReader, st
             continue
         out.add(k, v)
     hosts = (request.host, backend_host)
-    if "Location" in out and prefix is not None:
+    if "Location" in out:
         out["Location"] = rewrite_url(out["Location"], prefix, *hosts)
     bodyless = request.method == "HEAD" or status in (204, 304)
     ctype = out.get("Content-Type", "").split(";", 1)[0].strip()
     encoding = out.get("Content-Encoding", "")
-    if not bodyless and ctype == "text/html" and encoding in _CODECS and "Location" not in headers \
-            and prefix is not None:
+    if not bodyless and ctype == "text/html" and encoding in _CODECS and "Location" not in headers:
         decode, encode = _CODECS[encoding]
         try:
             page = decode(b"".join([c async for c in _body(reader, headers)]))
@@ -494,9 +493,27 @@ async def _relay_response(request: web.Request, reader: asyncio.StreamReader, st
         text = rewrite_html(page.decode("utf-8", "replace"), lambda u: rewrite_url(u, prefix, *hosts))
         out.popall("Content-Length", None)
         return web.Response(status=status, reason=reason or None, headers=out, body=encode(text.encode()))
-    resp = web.StreamResponse(status=status, reason=reason or None, headers=out)
-    if "Content-Length" in out:
-        resp.content_length = int(out["Content-Length"])
+    return await _relay_body(request, reader, headers, web.StreamResponse(status=status, reason=reason or None,
+                                                                           headers=out), status)
+
+
+async def _refused(request: web.Request, reader: asyncio.StreamReader, status: int, reason: str,
+                   headers: CIMultiDict) -> web.StreamResponse:
+    """An upgrade's refusal, which upstream writes as it came on the connection it hijacked, past
+    the headers its filters set (Audit-Id, Cache-Control) and the reverse proxy's rewriting, and
+    then closes: the backend's headers but its framing, which is the body's here."""
+    out = CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in ("transfer-encoding", "trailer"))
+    resp = RawUpgrade(status=status, reason=reason or None, headers=out)
+    resp.force_close()
+    return await _relay_body(request, reader, headers, resp, status)
+
+
+async def _relay_body(request: web.Request, reader: asyncio.StreamReader, headers: CIMultiDict,
+                      resp: web.StreamResponse, status: int) -> web.StreamResponse:
+    """`resp`'s head, then the backend's body as it comes."""
+    bodyless = request.method == "HEAD" or status in (204, 304)
+    if "Content-Length" in resp.headers:
+        resp.content_length = int(resp.headers["Content-Length"])
     await resp.prepare(request)
     if not bodyless:
         with contextlib.suppress(ConnectionError):

@@ -151,8 +151,9 @@ def resize_stream_reader(session: StreamSession, reader: asyncio.StreamReader):
 
 
 class RawUpgrade(web.StreamResponse):
-    """A 101 answer after which the connection carries another protocol
-    (aiohttp chunks a body of unknown length unless told otherwise)."""
+    """A 101 answer after which the connection carries another protocol, or a proxied backend's
+    refusal of an upgrade: written as on upstream's hijacked connection, past the headers its
+    filters set (aiohttp chunks a body of unknown length unless told otherwise)."""
 
     _length_check = False
 
