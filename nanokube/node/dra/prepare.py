@@ -410,6 +410,10 @@ class ClaimPreparer:
                 resp = await plugin.prepare([_ref(c) for c in group])
             except grpc.RpcError as e:
                 raise NotReady(f"prepare dynamic resources: NodePrepareResources: {rpc_error(e)}") from None
+            asked = {c["metadata"]["uid"] for c in group}
+            if unknown := next((uid for uid in resp.claims if uid not in asked), None):
+                raise NotReady(f"prepare dynamic resources: NodePrepareResources returned result for unknown "
+                               f"claim UID {unknown}")
             for c in group:
                 result = resp.claims.get(c["metadata"]["uid"])
                 if result is not None and result.error:
@@ -448,8 +452,10 @@ class ClaimPreparer:
                 try:
                     resp = await plugin.unprepare([{"namespace": ns, "uid": uid, "name": name}])
                     r = resp.claims.get(uid)
-                    err = "NodeUnprepareResources skipped 1 ResourceClaims" if r is None else \
-                        r.error and f"NodeUnprepareResources failed for ResourceClaim {name}: {r.error}"
+                    unknown = next((u for u in resp.claims if u != uid), None)
+                    err = f"NodeUnprepareResources returned result for unknown claim UID {unknown}" if unknown \
+                        else "NodeUnprepareResources skipped 1 ResourceClaims" if r is None \
+                        else r.error and f"NodeUnprepareResources failed for ResourceClaim {name}: {r.error}"
                 except grpc.RpcError as e:
                     err = f"NodeUnprepareResources: {rpc_error(e)}"
             if err:
@@ -469,7 +475,7 @@ class ClaimPreparer:
                 if drivers:
                     self.unprepare_left[uid] = (ns, name, drivers)
                 else:
-                    del self.unprepare_left[uid]
+                    self.unprepare_left.pop(uid, None)
                     self._save()
         finally:
             if self.unpreparing.get(uid) is asyncio.current_task():

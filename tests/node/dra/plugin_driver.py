@@ -54,6 +54,8 @@ class PluginDriver:
         self.fail_unprepare: dict[str, str] = {}
         #: claim uids NodePrepareResources leaves out of its answer (neither prepared nor failed)
         self.skip: set[str] = set()
+        #: answer NodePrepareResources keyed by each claim's name, not its UID (a driver's bug)
+        self.key_by_name = False
         #: devices whose CDI spec it does not write (its CDI IDs then resolve to nothing)
         self.no_spec: set[str] = set()
         #: method -> (status code, details) the call fails with as a whole (a gRPC error, not a claim's)
@@ -141,7 +143,7 @@ class PluginDriver:
             if c["uid"] in self.fail:
                 out.claims[c["uid"]].error = self.fail[c["uid"]]
                 continue
-            result = out.claims[c["uid"]]
+            result = out.claims[c["name"] if self.key_by_name else c["uid"]]
             for request_name, pool, device, *share in self.results(c["namespace"], c["name"]):
                 if device not in self.no_spec:
                     self.write_spec(device)

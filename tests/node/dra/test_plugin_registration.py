@@ -232,7 +232,8 @@ async def test_a_plugin_error_keeps_the_pod_creating_and_is_retried(env):
 
 async def test_a_claim_the_plugin_leaves_out_of_its_answer_is_not_prepared(env):
     """A NodePrepareResources answer without the claim neither prepares nor fails it: the kubelet
-    says how many the driver skipped, and asks again."""
+    says how many the driver skipped, and asks again; one with a result for a claim it did not ask
+    for (keyed by the claim's name, not its UID) is refused naming that key."""
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
@@ -243,7 +244,17 @@ async def test_a_claim_the_plugin_leaves_out_of_its_answer_is_not_prepared(env):
     assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
                              "skipped 1 ResourceClaims")
     assert not mgr.agents[NODE].claims.is_prepared("default", "skipped")
+    # a driver that keys its answer by the claim's name: a result for a claim the kubelet did not ask for
     d.skip.clear()
+    d.key_by_name = True
+
+    async def unknown_uid():
+        return [e for e in await _events(client, "FailedPrepareDynamicResources") if "unknown" in e["message"]]
+    [ev] = await eventually(ticking(clock, unknown_uid))
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
+                             "returned result for unknown claim UID skipped")
+    assert not mgr.agents[NODE].claims.is_prepared("default", "skipped")
+    d.key_by_name = False
     await eventually(phase(pods, "skipped", "Running", clock))
 
 
