@@ -2,7 +2,8 @@
 (`dra_manager_state` in the kubelet's root directory): a restarted node agent
 reads which claims its drivers prepared, for which pods and with what devices,
 so that it adopts running pods without asking a driver to prepare a claim
-again and still unprepares each claim when its last pod goes.
+again and still unprepares each claim when its last pod goes (and those a
+driver failed to prepare, or to unprepare).
 
 The file is JSON with a checksum of its data, written whole to a temporary
 file then renamed over the old one; one that does not parse or whose checksum

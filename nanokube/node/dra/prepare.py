@@ -282,7 +282,8 @@ class ClaimPreparer:
             log.warning("node %s: writing DRA checkpoint: %s", self.spec.name, e)
 
     def _restore(self, state: dict[str, dict]) -> None:
-        """Take up what the node's previous run checkpointed: its pods' claims count as prepared."""
+        """Take up what the node's previous run checkpointed: its pods' claims count as prepared,
+        those it failed to prepare as tried for their pods, and the unprepares left are still due."""
         def devices(by_driver: dict) -> dict[str, list[_Prepared]]:
             return {d: [_Prepared(tuple(p["requests"]), p["pool"], p["device"], tuple(p["cdi_ids"]), p["share_id"])
                         for p in ps] for d, ps in by_driver.items()}
