@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict
 
-from ..machinery import healthz
+from ..machinery import featuregates, healthz
 from ..machinery.goduration import string as go_duration
 from ..machinery.httpstream.portforward import serve_port_forward
 from ..machinery.httpstream.remotecommand import serve_command
@@ -32,6 +32,7 @@ from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
 from ..metrics.build_info import BUILD_INFO
 from ..metrics.exposition import CONTENT_TYPE, go_float as _float, gzip_preferred, gzipped, render, scrape_headers
+from ..metrics.process import PROCESS
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from . import dns
@@ -476,9 +477,12 @@ class KubeletServer:
         device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
         HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls, its
         pod certificates' states, the pods and containers it runs, the volume stats collector's series of each claim in use (once,
-        however many pods here use it), the build (kubernetes_build_info, which the kubelet's main
-        registers as every component's does) and its plugin manager's plugins; families by name, as
-        client_golang gathers them."""
+        however many pods here use it), the build and feature gates (kubernetes_build_info,
+        kubernetes_feature_enabled) and the process collector's process_* series, which every
+        component's legacyregistry holds, and its plugin manager's plugins; families by name, as
+        client_golang gathers them. The process is the one this kubelet runs in: a simulated
+        kubelet's is `up`'s, shared with the API server and every other simulated kubelet there, as
+        upstream's process collector reports the process whatever it runs."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
         for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
@@ -521,7 +525,8 @@ class KubeletServer:
             lines += [f'kubelet_volume_stats_{name}{{namespace="{ns}",persistentvolumeclaim="{claim}"}} '
                       f"{_float(v[field])}" for (ns, claim), v in sorted(claims.items())]
         dra = self.agent.claims.metrics
-        text = dra.render().decode() + "\n".join(lines) + "\n" + render(BUILD_INFO).decode() + dra.render_plugins().decode()
+        text = (dra.render().decode() + "\n".join(lines) + "\n" + render(BUILD_INFO, featuregates.GATES).decode()
+                + dra.render_plugins().decode() + render(PROCESS).decode())
         return web.Response(text=text, headers={"Content-Type": CONTENT_TYPE})
 
     def _cadvisor(self) -> web.Response:

@@ -13,6 +13,7 @@ import re
 import subprocess
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import KUBECTL, PROCESS_RUNTIME, http_get, process_cluster, running_cluster, wait_for
 
@@ -143,6 +144,16 @@ def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
     assert re.search(r'\nmachine_cpu_cores\{boot_id="[^"]+",machine_id="\w+",system_uuid="[^"]+"\} \d', cadvisor)
     kubelet = c.kubectl("get", "--raw", f"{base}/metrics").stdout
     assert f'kubelet_node_name{{node="{node}"}} 1' in kubelet and "\nkubelet_running_pods 1\n" in kubelet
+    # parsed as Prometheus would: the feature gates and the process, every component's; a simulated
+    # kubelet's process is `up`'s, the API server's too
+    scraped = {f.name: f.samples for f in text_string_to_metric_families(kubelet)}
+    served = {f.name: f.samples for f in text_string_to_metric_families(c.kubectl("get", "--raw", "/metrics").stdout)}
+    gates = {(s.labels["name"], s.labels["stage"]): s.value for s in scraped["kubernetes_feature_enabled"]}
+    assert gates[("DynamicResourceAllocation", "")] == 1 and gates[("AllAlpha", "ALPHA")] == 0
+    assert gates == {(s.labels["name"], s.labels["stage"]): s.value for s in served["kubernetes_feature_enabled"]}
+    assert scraped["process_start_time_seconds"] == served["process_start_time_seconds"]
+    assert scraped["process_resident_memory_bytes"][0].value > 0 and scraped["process_open_fds"][0].value > 0
+    assert scraped["process_cpu_seconds"][0].name == "process_cpu_seconds_total"
     logs = c.kubectl("get", "--raw", f"{base}/containerLogs/default/web/web").stdout
     assert logs == c.kubectl("logs", "web").stdout and "container web started" in logs
     r = c.kubectl("get", "--raw", f"{base}/containerLogs/default/web/nope", check=False)
