@@ -1,6 +1,7 @@
 import pytest
 
 from nanokube.cel import CELError, Environment
+from nanokube.cel.cost import extent
 from nanokube.cel.openapi import escape, field_type, schema_type, to_cel
 from nanokube.cel.types import DYN, STRING, map_of, optional_of
 
@@ -193,6 +194,21 @@ def test_schema_values_as_cel_reads_them():
     assert p.evaluate({"self": value}) is True
     with pytest.raises(CELError, match="undefined field 'nope'"):
         env.compile("self.nope == 1")
+
+
+
+def test_schema_values_measured_as_converted():
+    """to_cel's sizes are those of what it returns: a key CEL cannot address is not counted, a
+    byte string is measured decoded, a root's metadata by the name it keeps, free-form values whole."""
+    schema = {"type": "object", "properties": {
+        "b": {"type": "string", "format": "byte"}, "m": {"type": "object", "additionalProperties": {"type": "string"}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    value = {"metadata": {"name": "n", "annotations": {"a": "x" * 90}}, "b": "aGVsbG8=", "bad key": "y" * 80,
+             "m": {"k": "v"}, "free": {"l": [1, 2, 3, 4], "s": "z" * 20}}
+    sizes = [1, 1]
+    converted = to_cel(value, schema, True, sizes)
+    assert converted["b"] == b"hello" and "bad key" not in converted
+    assert sizes == [4, 20] and tuple(sizes) == extent(converted)
 
 
 OPTIONALS = {"type": "object", "properties": {

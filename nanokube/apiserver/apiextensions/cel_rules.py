@@ -26,7 +26,6 @@ import cel
 
 from ...cel import CELError, Environment, Program
 from ...cel.environment import Binding
-from ...cel.cost import extent
 from ...cel.openapi import field_type, schema_type, to_cel
 from ...cel.openapi import items_bound, properties_bound
 from ...cel.types import Type, optional_of
@@ -438,9 +437,13 @@ class CompiledRules:
         if budget.remaining <= 0:
             errs.append(_error("FieldValueInvalid", shown, _OUT_OF_BUDGET, stype, True))
             return False
-        this = to_cel(obj, n.schema, n.root)
-        prev = to_cel(old, n.schema, n.root) if old is not None else None
-        bounds = max(extent(this), extent(prev)) if prev is not None else extent(this)
+        sized = [1, 1]  # (cost.extent of each value, measured as to_cel converts it)
+        this = to_cel(obj, n.schema, n.root, sized)
+        bounds, prev = (sized[0], sized[1]), None
+        if old is not None:
+            sized = [1, 1]
+            prev = to_cel(old, n.schema, n.root, sized)
+            bounds = max(bounds, (sized[0], sized[1]))
         size = _sizes(bounds)
         binding = budget.binding if bounds[0] > BOUND_FROM[0] or bounds[1] > BOUND_FROM[1] else None
         optional_old = None
