@@ -6,8 +6,8 @@ HTTP request to an HTTPS server." written on the bare connection: its TLS handsh
 header that reads like the start of a request line. asyncio's TLS transport fails the handshake and
 closes the connection without a word, so such a client saw only "connection reset" or an empty
 reply. Here each accepted connection first reads the five bytes of a record header; a TLS record
-(or anything else not like HTTP) goes on to asyncio's own TLS protocol, bytes read included, as
-`loop.start_tls` hands a connection over to it."""
+(or anything else not like HTTP) goes on to the event loop's own TLS protocol, bytes read included,
+as `loop.start_tls` hands a connection over to it."""
 
 from __future__ import annotations
 
@@ -35,9 +35,18 @@ class _TLS(sslproto.SSLProtocol):
     max_size = 64 * 1024
 
 
+def _protocol_class(loop: asyncio.AbstractEventLoop) -> type:
+    """The TLS protocol the loop's own create_server would have served with: uvloop's (Cython; `nanokube
+    up` and the components run on uvloop for it, issue 16), whose read buffer stays 256 KiB, or _TLS."""
+    if type(loop).__module__.startswith("uvloop"):
+        from uvloop.loop import SSLProtocol
+        return SSLProtocol
+    return _TLS
+
+
 class _FirstRecord(asyncio.Protocol):
     """A connection until its first record header has come: then either the answer to plain HTTP or
-    asyncio's TLS protocol (SSLProtocol) serving `app_factory()`'s protocol, its handshake bounded by
+    the loop's TLS protocol (_protocol_class) serving `app_factory()`'s protocol, its handshake bounded by
     what is left of `handshake_timeout` since the connection was made."""
 
     def __init__(self, app_factory: Callable[[], asyncio.BaseProtocol], ctx: ssl.SSLContext,
@@ -64,7 +73,7 @@ class _FirstRecord(asyncio.Protocol):
             self._transport.close()
             return
         loop = asyncio.get_running_loop()
-        tls = _TLS(loop, self._app_factory(), self._ctx, None, server_side=True,
+        tls = _protocol_class(loop)(loop, self._app_factory(), self._ctx, None, server_side=True,
                                    ssl_handshake_timeout=max(self._deadline - loop.time(), 0.001))
         self._transport.set_protocol(tls)
         tls.connection_made(self._transport)
