@@ -13,9 +13,10 @@ would, on the node's clock. How long other simulated containers run and how
 they exit is declared on the pod, for each container's run of its own (and
 these annotations, where set, win over an interpreted command): `sim.nanokube.io/run-seconds` (default:
 forever), `sim.nanokube.io/exit-code` (default 0; a list `42,1` gives each
-run of a container its own, the last repeating), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
-default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
-143), `sim.nanokube.io/pull-seconds` (how long pulling one of its images
+run of a container its own, the last repeating), `sim.nanokube.io/stop-seconds` (time to stop after its stop signal,
+default 0), `sim.nanokube.io/stop-exit-code` (how its stop signal ends it, by
+default as its image's program exits on its image's STOPSIGNAL, else SIGTERM's 143:
+stop_signals), `sim.nanokube.io/pull-seconds` (how long pulling one of its images
 takes, default 0) and `sim.nanokube.io/pull-error` (while set, pulling its
 images fails with this error; `not-found` words containerd's for a tag the
 registry lacks: ErrImagePull, then ImagePullBackOff until a retry, after 10 s
@@ -64,6 +65,7 @@ from .simulated_applets import Terminal
 from .simulated_command import Program, interpret, outlives_sigterm
 from .simulated_io import SimulatedIO
 from .static_pods import MIRROR
+from .stop_signals import SIGTERM_EXIT, stop_signal
 from .volumes import MountError
 
 log = logging.getLogger(__name__)
@@ -72,8 +74,6 @@ RUN_SECONDS = "sim.nanokube.io/run-seconds"
 EXIT_CODE = "sim.nanokube.io/exit-code"
 STOP_SECONDS = "sim.nanokube.io/stop-seconds"
 STOP_EXIT_CODE = "sim.nanokube.io/stop-exit-code"
-#: how a process that SIGTERM ends exits (128 + 15), as containerd reports it
-SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 #: the kubelet's activeDeadlineHandler's message (status.message and its DeadlineExceeded Event)
 #: the kubelet's --sync-frequency: how often it syncs a pod with nothing new (a resize held back again)
@@ -162,7 +162,7 @@ def _annotation(pod: dict, key: str, default: float | None) -> float | None:
 
 #: each numeric simulation annotation and what its default means, for the event an unreadable one gets
 _NUMERIC_DEFAULTS = {RUN_SECONDS: "run until stopped", EXIT_CODE: "0", STOP_SECONDS: "0",
-                     STOP_EXIT_CODE: str(SIGTERM_EXIT), PULL_SECONDS: "0"}
+                     STOP_EXIT_CODE: f"its image's program's, {SIGTERM_EXIT} for most", PULL_SECONDS: "0"}
 
 
 def _exit_codes(value: str) -> list[int]:
@@ -262,13 +262,14 @@ def terminate_pod(inits: list[dict], containers: list[dict], initialized: bool) 
             [unknown(s) for s in containers] if initialized else containers)
 
 
-def stop_exit_code(pod: dict, grace: float) -> int:
-    """How a container SIGTERM stops exits: killed (137) when it takes longer than the grace period,
-    else `stop-exit-code`, by default 143, a process the signal ends (0 for one that handles it and
-    exits cleanly). A Job's deleted or evicted pod is then Failed, not Succeeded, as for most programs."""
+def stop_exit_code(pod: dict, grace: float, default: int = SIGTERM_EXIT) -> int:
+    """How a container its stop signal stops exits: killed (137) when it takes longer than the grace
+    period, else `stop-exit-code`, by default `default`: 143, a process SIGTERM ends, or what the
+    image's program gives on its signal (stop_signals: nginx's graceful 0). A Job's deleted or
+    evicted pod is then Failed, not Succeeded, as for most programs."""
     if (_annotation(pod, STOP_SECONDS, 0.0) or 0.0) > grace:
         return 137
-    return int(_annotation(pod, STOP_EXIT_CODE, SIGTERM_EXIT) or 0)
+    return int(_annotation(pod, STOP_EXIT_CODE, default) or 0)
 
 
 # cached: a cluster runs few distinct images, and every status write names each container's image twice
@@ -2558,32 +2559,36 @@ class PodWorker:
         return end, code, why
 
     def _sigterm(self, c: dict, at: float, left: float, end: float | None, code: int) -> tuple[float, int, str]:
-        """The kubelet's SIGTERM at monotonic `at` to container `c`, which would end at `end` with
-        `code` on its own (None: never), killed `left` seconds later if still running: when it
-        ends, with which code, and why (as the runtime tells it; "" for its own end). Its TERM
-        trap acts where it sets one; a first process with no handler runs on (runc); otherwise
-        the pod's stop annotations say."""
-        if trapped := self.io.signalled([c["name"]]).get(c["name"]):
+        """The runtime's stop signal (its image's STOPSIGNAL, else SIGTERM: stop_signals) at
+        monotonic `at` to container `c`, which would end at `end` with `code` on its own (None:
+        never), killed `left` seconds later if still running: when it ends, with which code, and
+        why (as the runtime tells it; "" for its own end). A TERM trap acts on SIGTERM where it sets
+        one; a first process with no handler runs on (runc); otherwise the pod's stop annotations
+        say, by default what the image's program does."""
+        signal, exits = stop_signal(c.get("image") or "")
+        if signal == "SIGTERM" and (trapped := self.io.signalled([c["name"]]).get(c["name"])):
             end, code = trapped
             if end is None or end > at + left:
                 return at + left, 137, ""
             return end, code, ""
-        if self._outlives_sigterm(c):  # it ends on its own, or is killed when its time is up
+        if self._outlives_signal(c, signal):  # it ends on its own, or is killed when its time is up
             if end is None or end > at + left:
                 return at + left, 137, "was killed after the grace period"
             return end, code, ""
         stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
-        code = stop_exit_code(self.pod, left)
-        return at + min(left, stop), code, "received SIGTERM" if code != 137 else "was killed after the grace period"
+        code = stop_exit_code(self.pod, left, exits)
+        return at + min(left, stop), code, f"received {signal}" if code != 137 else "was killed after the grace period"
 
-    def _outlives_sigterm(self, c: dict) -> bool:
-        """Whether container `c`'s command, its first process, runs on past SIGTERM as runc's would
-        (simulated_command.outlives_sigterm): not where the pod's stop annotations say how its
-        containers stop, which win over what the command would do."""
+    def _outlives_signal(self, c: dict, signal: str) -> bool:
+        """Whether container `c`'s command, its first process, runs on past stop signal `signal` as
+        runc's would (simulated_command.outlives_sigterm; a command interpreted here handles no
+        other signal): not where the pod's stop annotations say how its containers stop, which
+        win over what the command would do."""
         annotations = (self.pod.get("metadata") or {}).get("annotations") or {}
         if STOP_SECONDS in annotations or STOP_EXIT_CODE in annotations:
             return False
-        return outlives_sigterm(self.io.command(c), c["name"] in self.io.programs)
+        interpreted = c["name"] in self.io.programs
+        return outlives_sigterm(self.io.command(c), interpreted) if signal == "SIGTERM" else interpreted
 
     async def _until_ended(self, name: str, end: float) -> tuple[float, int] | None:
         """Sleep until monotonic `end` unless container `name`'s command ends first (one whose TERM

@@ -8,9 +8,10 @@ import base64
 import json
 import subprocess
 import sys
+import threading
 import time
 
-from tests.e2e.conftest import running_cluster, wait_for
+from tests.e2e.conftest import KUBECTL, running_cluster, wait_for
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable:NoSchedule"
 
@@ -295,6 +296,36 @@ def test_a_rollout_set_image_and_undo_show_as_on_a_real_cluster(cluster):
                           if not message.startswith("(combined from similar events): ")), scaled
     assert ("Scaled up replica set first-day-web-" in scaled[0][0] and scaled[0][0].endswith(" from 0 to 2"))
     cluster.kubectl("delete", "deployment,service", "first-day-web")
+
+
+def test_scaling_nginx_down_stops_it_with_sigquit_and_get_w_shows_completed(cluster):
+    """nginx's image says STOPSIGNAL SIGQUIT, on which nginx shuts down gracefully and exits 0: as its
+    Deployment scales down, `kubectl get -w` shows the pod Completed, as on a real node, not Error
+    (143, a process SIGTERM ends). ContainerStopSignals is alpha and off in 1.37: no status.stopSignal."""
+    cluster.kubectl("create", "deployment", "graceful-web", "--image=nginx:1.27", "--replicas=2")
+    cluster.kubectl("rollout", "status", "deployment/graceful-web", "--timeout=60s")
+    pods = cluster.kubectl_json("get", "pods", "-l", "app=graceful-web")["items"]
+    assert [s.get("stopSignal") for p in pods for s in p["status"]["containerStatuses"]] == [None, None]
+    cmd = [KUBECTL, "--kubeconfig", cluster.kubeconfig, "get", "pods", "-l", "app=graceful-web", "-w",
+           "--output-watch-events"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: sum(line.startswith("ADDED") for line in lines) == 2, 60, "kubectl listing both pods")
+        cluster.kubectl("scale", "deployment/graceful-web", "--replicas=1")
+        wait_for(lambda: any(line.startswith("DELETED") for line in lines), 60, "a pod deleted")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    gone = next(line.split()[1] for line in lines if line.startswith("DELETED"))
+    statuses = [line.split()[3] for line in lines if line.split()[1] == gone]  # EVENT NAME READY STATUS ...
+    assert statuses[-1] == "Completed" and "Error" not in statuses, lines
+    killing = cluster.kubectl("get", "events", "--field-selector", f"involvedObject.name={gone},reason=Killing",
+                              "-o", "jsonpath={.items[*].message}").stdout
+    assert killing == "Stopping container nginx"
+    cluster.kubectl("delete", "deployment", "graceful-web")
 
 
 KUSTOMIZATION = """

@@ -762,6 +762,45 @@ async def test_sigterm_ends_a_container_with_143_unless_it_says_otherwise(env):
         await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
 
 
+async def test_an_images_stopsignal_stops_it_and_its_program_exits_as_the_real_one_does(env):
+    """The runtime stops a container with its image's STOPSIGNAL (stop_signals): nginx's SIGQUIT and
+    postgres's SIGINT stop them cleanly (0, Completed: the pod Succeeded); a script in an nginx image
+    that traps only TERM does not handle SIGQUIT (its first process: runc's PID 1 ignores it) and is
+    killed when the grace period is up (137), while in busybox's its TERM trap acts."""
+    pods, clock = env
+    trap = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    images = {"web": ("nginx:1.27", None), "db": ("docker.io/library/postgres:16", None),
+              "web-trap": ("nginx:1.27", trap), "box-trap": ("busybox:1.36", trap)}
+    for name, (image, command) in images.items():
+        p = pod(name, grace=3, restart="Never", finalizers=["test.nanokube.io/keep"])
+        c = p["spec"]["containers"][0]
+        c["image"] = image
+        if command is None:
+            del c["command"]  # the image's own program
+        else:
+            c["command"] = command
+        await pods.create(p)
+        await eventually(phase_is(pods, name, "Running"))
+    await clock.advance(0.5)  # (the traps set by now)
+    for name in images:
+        await pods.delete(name, "default")
+
+        async def killing(name=name):
+            items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+            return any(e["reason"] == "Killing" and e["involvedObject"]["name"] == name for e in items)
+        await eventually(killing)
+    await clock.advance(1)  # busybox's trap runs once the `sleep 1` running as SIGTERM came ends
+    for name in ("web", "db", "box-trap"):
+        t = (await eventually(phase_is(pods, name, "Succeeded")))["status"]["containerStatuses"][0]["state"]
+        assert (t["terminated"]["exitCode"], t["terminated"]["reason"]) == (0, "Completed"), name
+    assert (await pods.get("web-trap", "default"))["status"]["phase"] == "Running"
+    await clock.advance(3)
+    t = (await eventually(phase_is(pods, "web-trap", "Failed")))["status"]["containerStatuses"][0]["state"]
+    assert (t["terminated"]["exitCode"], t["terminated"]["reason"]) == (137, "Error")
+    for name in images:
+        await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
+
+
 async def test_a_command_without_a_term_trap_ignores_sigterm_and_is_killed_after_the_grace_period(env):
     """A command the simulation runs is its container's first process, which ignores a signal it
     has no handler for (runc's PID 1, the process runtime's): with no TERM trap it runs on past

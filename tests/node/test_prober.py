@@ -176,6 +176,7 @@ async def test_a_liveness_kill_gives_the_probes_grace_period_and_a_term_trap_its
                "pod-grace": (loop, probe), "trapped": ("trap 'exit 0' TERM; " + loop, probe)}
     for name, (script, liveness) in scripts.items():
         p = probed_pod(name, command=["sh", "-c", script], livenessProbe=liveness)
+        p["spec"]["containers"][0]["image"] = "busybox:1.36"  # (stopped by SIGTERM: nginx's image says SIGQUIT)
         p["spec"]["terminationGracePeriodSeconds"] = 8
         await pods.create(p)
         await eventually(status(pods, name, lambda c: True))
