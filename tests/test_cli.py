@@ -86,3 +86,17 @@ def test_a_record_is_on_stderr_at_once_whatever_the_log_flush_frequency(tmp_path
         proc.wait(timeout=30)
         proc.stderr.close()
     assert proc.returncode == 0
+
+
+def test_the_soft_limit_on_open_files_is_raised_to_the_hard_one():
+    """fuzz65: as Go's runtime does for kube-apiserver, so that a shell's 1024 does not cap the
+    connections a server takes (1,100 that sent nothing made the API server refuse every other client)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(256, hard)
+    code = ("import resource\nfrom nanokube.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(resource.getrlimit(resource.RLIMIT_NOFILE))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))).stdout
+    assert out.splitlines()[-1] == str((hard, hard))
