@@ -178,6 +178,7 @@ def claim_state(obj: Obj) -> str:
 
 class ResourceClaimStrategy(Strategy):
     track_generation = False  # resourceclaimStrategy neither sets nor bumps it
+    return_deleted_object = True  # DELETE answers with the claim (as the client's delete expects), not a Status
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
     status_deletion_kept = RESET_DELETION
     status_owns_dropped_metadata = True

@@ -427,6 +427,24 @@ async def test_slice_field_selector_refusal_names_the_requested_version(tmp_path
         assert slices.items == []
 
 
+async def test_over_http_a_deleted_claim_is_the_answer(tmp_path):
+    """A ResourceClaim's DELETE answers with the claim, as upstream's store returns the deleted
+    object: the kubernetes client reads it as a V1ResourceClaim, which a Status is not."""
+    import asyncio
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        api = client.ResourceV1Api(api_client)
+        await asyncio.to_thread(api.create_namespaced_resource_claim, "default", {
+            "metadata": {"name": "c"}, "spec": claim()["spec"]})
+        deleted = await asyncio.to_thread(api.delete_namespaced_resource_claim, "c", "default")
+        assert deleted.kind == "ResourceClaim" and deleted.metadata.name == "c"
+        assert deleted.spec.devices.requests[0].exactly.device_class_name == "gpu.example.com"
+
+
 async def test_over_http_slice_node_selector_terms_print_as_internal_core_terms(tmp_path):
     """validateNodeSelector hands field.Invalid the []core.NodeSelectorTerm: Go field names, unset lists null."""
     import asyncio
