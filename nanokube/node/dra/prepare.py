@@ -187,6 +187,9 @@ class ClaimPreparer:
             if not (claim.get("status") or {}).get("allocation") or not reserved_for_pod(claim, pod):
                 raise NotReady(f"prepare dynamic resources: pod {md['name']} ({md['uid']}) is not allowed to use "
                                f"ResourceClaim {name} ({claim['metadata']['uid']})")
+            if (older := self._held_as(ns, name, claim["metadata"]["uid"])) is not None:
+                raise NotReady(f"prepare dynamic resources: old ResourceClaim with same name {name} and different "
+                               f"UID {older} still exists (previous pod force-deleted?!)")
             for r in claim["status"]["allocation"].get("devices", {}).get("results") or []:
                 if r["driver"] not in self.drivers and not r.get("skipNodeOperations") and \
                         not (self.plugins and self.plugins.get(r["driver"])):
@@ -216,10 +219,22 @@ class ClaimPreparer:
         finally:
             for driver in builtin:
                 self.metrics.call(driver, _BUILTIN_PREPARE, started)
-        self.by_pod[md["uid"]] = uids
+            # every claim the pod was added to, also where a later one failed: the pod's end releases them
+            held = self.by_pod.get(md["uid"], [])
+            self.by_pod[md["uid"]] = held + [uid for uid in uids if uid not in held]
         self.attempted.pop(md["uid"], None)
         if uids:
             self._save()
+
+    def _held_as(self, ns: str, name: str, uid: str) -> str | None:
+        """The UID of another claim of this namespace and name the node still holds (prepared, tried,
+        or with an unprepare due), if any: a claim deleted and created again while a pod that used it
+        (force-deleted from the API) is still being torn down here. Upstream's kubelet keys its claim
+        cache by namespace/name and refuses the new claim until the old one is released."""
+        held = [(u, n, c) for u, (n, c, _) in self.prepared.items()]
+        held += [(u, n, c) for u, (n, c, _) in self.unprepare_left.items()]
+        held += [(u, n, c) for claims in self.attempted.values() for u, (n, c) in claims.items()]
+        return next((u for u, n, c in held if n == ns and c == name and u != uid), None)
 
     async def unprepare(self, pod_uid: str) -> None:
         """Release the pod's claims; the last pod out unprepares the claim. A claim whose

@@ -232,3 +232,35 @@ async def test_a_generated_claim_another_pod_owns_is_not_prepared(env):
     await clock.advance(3)
     assert (await pods.get("taker", "default"))["status"]["phase"] == "Pending"
     assert not mgr.agents["gpu-0"].claims.is_prepared("default", "owner-acc")
+
+
+async def test_a_claim_recreated_under_its_old_name_waits_for_the_old_one_to_be_released(env):
+    """The force-deleted-pod case: a claim is deleted and created again while the node still holds
+    the old one for a pod it has not torn down; upstream's kubelet refuses the new claim (its cache
+    is keyed by namespace/name) until the old one is unprepared."""
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("", "v1", "events")
+    await running_trainer(client, clock)
+    old = await claims.get("train", "default")
+    await claims.delete("train", "default")
+    await claims.create(claim_body("train"))
+    successor = await pods.create(pod_body("successor", "train"))
+    await allocate(claims, "train", successor)
+
+    async def refused():
+        items, _ = await events.list("default")
+        return [e for e in items if e["involvedObject"]["name"] == "successor"
+                and e["reason"] == "FailedPrepareDynamicResources"]
+    ev = (await eventually(refused))[0]
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: old ResourceClaim with "
+                             f"same name train and different UID {old['metadata']['uid']} still exists "
+                             "(previous pod force-deleted?!)")
+    await clock.advance(3)
+    assert (await pods.get("successor", "default"))["status"]["phase"] == "Pending"
+
+    await pods.delete("trainer", "default", grace_period_seconds=0)
+    await eventually(phase(pods, "successor", "Running", clock))
+    new_uid = (await claims.get("train", "default"))["metadata"]["uid"]
+    assert set(mgr.agents["gpu-0"].claims.prepared) == {new_uid}
