@@ -191,6 +191,15 @@ async def test_a_container_not_yet_created_is_not_found_before_the_upgrade(serve
         async with http.get(f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/two/exec"
                             "?command=ls&stdout=true&container=b") as r:
             assert (r.status, await r.text()) == (404, 'container not found ("b")')
+            assert r.headers["Cache-Control"] == "no-cache, private" and "Audit-Id" in r.headers
+        # asked to upgrade (kubectl exec), the kubelet's refusal comes as upstream writes a refused
+        # upgrade on the hijacked connection: none of the API server's headers, then the connection closed
+        async with http.get(f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/two/exec"
+                            "?command=ls&stdout=true&container=b",
+                            headers={"Connection": "Upgrade", "Upgrade": "websocket"}) as r:
+            assert (r.status, await r.text()) == (404, 'container not found ("b")')
+            assert "Cache-Control" not in r.headers and "Audit-Id" not in r.headers
+            assert r.headers["Content-Type"] == "text/plain; charset=utf-8" and r.headers["Connection"] == "close"
 
 
 async def test_exec_over_the_base64_channel_protocol(server):

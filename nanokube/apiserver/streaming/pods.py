@@ -17,6 +17,7 @@ from ...machinery.httpstream.remotecommand import query_flag, serve_command
 from ...machinery.streaming import NodeStreaming
 from ..auth.authorizer import USER, Attributes, forbidden
 from ..subresources import pod_container
+from .proxy import is_upgrade, refused_upgrade
 
 
 def connect_options(sub: str, q) -> dict:
@@ -100,7 +101,10 @@ class PodStreaming:
             return await serve_port_forward(request, node, md["namespace"], md["name"], md.get("uid", ""))
         if not node.has_container(namespace, name, pod["metadata"].get("uid", ""), container):
             # the kubelet's answer, which clients print as "unable to upgrade connection: ..."
-            return web.Response(status=404, text=f'container not found ("{container}")')
+            text = f'container not found ("{container}")'
+            if is_upgrade(request):  # as a dialled kubelet's refusal comes: none of the API server's headers
+                return await refused_upgrade(request, 404, text)
+            return web.Response(status=404, text=text)
         if sub == "exec" and not q.getall("command", []):
             raise errors.bad_request("you must specify at least one command for the container")
         if not any(query_flag(q.get(k)) for k in ("stdin", "stdout", "stderr")):

@@ -508,6 +508,19 @@ async def _refused(request: web.Request, reader: asyncio.StreamReader, status: i
     return await _relay_body(request, reader, headers, resp, status)
 
 
+async def refused_upgrade(request: web.Request, status: int, text: str) -> web.StreamResponse:
+    """An in-process kubelet's plain-text refusal of an upgrade, answered as a dialled one's is
+    (`_refused`): its own headers only, then the connection closed."""
+    body = text.encode()
+    resp = RawUpgrade(status=status, headers={hdrs.CONTENT_TYPE: "text/plain; charset=utf-8"})
+    resp.content_length = len(body)
+    resp.force_close()
+    await resp.prepare(request)
+    await resp.write(body)
+    await resp.write_eof()
+    return resp
+
+
 async def _relay_body(request: web.Request, reader: asyncio.StreamReader, headers: CIMultiDict,
                       resp: web.StreamResponse, status: int) -> web.StreamResponse:
     """`resp`'s head, then the backend's body as it comes."""
