@@ -216,3 +216,28 @@ async def test_prepare_refuses_devices_the_node_does_not_publish_and_gives_mig_d
                                            f"c: error preparing devices for claim ns/c:u1: prepare devices failed: "
                                            f"requested device is not allocatable: {device}$"):
             preparer._prepare_nvidia(claim(device))
+
+
+async def test_a_claim_prepared_before_another_of_the_pod_failed_is_released_with_the_pod(stack):
+    """A pod's first claim prepared, its second refused (a device the node does not publish): the
+    first holds the pod, so the pod's end unprepares it; it was left prepared for good."""
+    from nanokube.node.dra.metrics import ANY_DRIVER
+    from nanokube.node.dra.prepare import ClaimPreparer, NotReady
+
+    [spec] = parse_cluster(CLUSTER.replace("count: 1, mig: true", "count: 1")).nodes()
+    preparer = ClaimPreparer(stack.client, spec, [DRIVER])
+    claims = stack.client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pod = {"metadata": {"namespace": "default", "name": "p", "uid": "pod-1"},
+           "spec": {"resourceClaims": [{"name": n, "resourceClaimName": n} for n in ("good", "bad")]}}
+    for name, device in (("good", "gpu-0"), ("bad", "gpu-9")):
+        c = await claims.create({"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {
+            "requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}})
+        await claims.update({**c, "status": {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": DRIVER, "pool": spec.name, "device": device}]}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "pod-1"}]}}, subresource="status")
+    with pytest.raises(NotReady, match="requested device is not allocatable: gpu-9$"):
+        await preparer.prepare(pod)
+    assert preparer.is_prepared("default", "good") and not preparer.is_prepared("default", "bad")
+    await preparer.unprepare("pod-1")
+    assert not preparer.is_prepared("default", "good")
+    assert preparer.claims_in_use() == {ANY_DRIVER: 0}
