@@ -1719,7 +1719,8 @@ class GenericREST:
                     raise errors.method_not_allowed()
                 doc = ({"status": current["status"]} if "status" in current else {}) if status_only else current
                 if status_only and sch is not None and opts.field_validation in ("Strict", "Warn"):
-                    memo = status_patch.key(sch, patch_type, patch, current, (res.group, res.plural, opts.field_manager))
+                    memo = status_patch.key(sch, patch_type, patch, current, (res.group, res.plural, opts.field_manager),
+                                            current.get("status") is entry.obj.get("status"))
                     remembered = status_patch.get(memo, sch) if memo is not None else None
                 if parsed is None and remembered is None:
                     parsed = await serializer.off_loop_json(patch, lenient=True)

@@ -34,9 +34,11 @@ _LIMIT = 1024
 _TRIES = 32
 
 
-def key(schema: dict, patch_type: str, patch: bytes, live: dict, writer: tuple) -> tuple | None:
+def key(schema: dict, patch_type: str, patch: bytes, live: dict, writer: tuple, stored: bool = False) -> tuple | None:
     """What the patched and checked status of `live` depends on; None when the writer's patches
-    keep missing or the live status cannot be a key."""
+    keep missing or the live status cannot be a key. With `stored`, the live status is the watch
+    cache's (never changed in place): the JSON encoded here is remembered with it, for the status
+    write's managedFields key (apply._status_key), which would encode it again."""
     if type(patch) is not bytes:
         return None
     misses = _MISSES.get(writer, 0)
@@ -51,6 +53,8 @@ def key(schema: dict, patch_type: str, patch: bytes, live: dict, writer: tuple) 
             before = orjson.dumps(live["status"])
         except TypeError:
             return None
+        if stored:
+            json_memo.remember(live["status"], before)
     return id(schema), patch_type, patch, before, writer
 
 
