@@ -443,7 +443,8 @@ class CompiledRules:
         if old is not None:
             sized = [1, 1]
             prev = to_cel(old, n.schema, n.root, sized)
-            bounds = max(bounds, (sized[0], sized[1]))
+            # the larger of each: the longer strings may be the old value's, in a shorter list
+            bounds = (max(bounds[0], sized[0]), max(bounds[1], sized[1]))
         size = _sizes(bounds)
         binding = budget.binding if bounds[0] > BOUND_FROM[0] or bounds[1] > BOUND_FROM[1] else None
         optional_old = None

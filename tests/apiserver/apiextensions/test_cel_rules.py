@@ -207,6 +207,26 @@ def test_per_object_budget():
     assert validate(s, obj({"l": list(range(370))})) == []
 
 
+def test_a_cheap_rule_is_charged_for_the_longer_strings_of_either_value(monkeypatch):
+    """A cheap rule is charged its bound for the values' sizes: the larger count and the longer
+    string of the new and old values, each on its own. Here the new list is the longer and the
+    old one holds the long string: charged for 3 strings of 1,000 characters (317), not for 3 of
+    one (20, when the sizes were compared as a pair, list size first), so it runs out of a budget
+    of 200 that the same update from a short old string stays inside. No interface shows the
+    charge short of the 10,000,000 budget, which cheap rules reach only with gigabytes of old
+    values: hence the smaller budget here."""
+    from nanokube.apiserver.apiextensions import cel_rules
+
+    monkeypatch.setattr(cel_rules, "RUNTIME_BUDGET", 200)
+    s = crd_schema({"l": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 1000}}},
+                   [{"rule": "self.l.all(x, !x.contains('zz'))"}])
+    new = obj({"l": ["a", "b", "c"]})
+    assert validate(s, new, obj({"l": ["y"]})) == []
+    assert validate(s, new, obj({"l": ["y" * 1000]})) == [
+        'spec: Invalid value: "object": validation failed due to running out of cost budget, no further validation '
+        "rules will be run"]
+
+
 def test_message_expressions_spend_the_budget_and_stop_at_the_limit():
     """A messageExpression is charged what it ran from the same budget; over the per-call limit,
     or past what is left, no further rules run, reported at the rule's fieldPath in upstream's
