@@ -1,0 +1,70 @@
+"""A watch asked for over a WebSocket, as kube-apiserver's HandleWS serves one, by a real WebSocket
+client over TLS: each event one text message of its JSON, the watch's bookmarks, its timeout ending
+it with a close frame (1000), the client's close ending it on the server, and an unauthorised watch
+refused before the upgrade with the 403 Status."""
+
+import aiohttp
+import orjson
+from aiohttp import WSMsgType
+
+from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from tests.apiserver.test_request_body import admin_context
+from tests.controllers import eventually
+from tests.served import served
+
+OPTS = WriteOptions(user=SYSTEM)
+
+
+async def test_a_websocket_watch_sends_each_event_as_a_message_and_closes_at_its_timeout(tmp_path):
+    async with served(tmp_path) as (server, _):
+        cms = server.index.get("", "v1", "configmaps")
+        await server.rest.create(cms, "v1", "default", {"metadata": {"name": "before"}}, OPTS)
+        url = (f"wss://localhost:{server.port}/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true"
+               "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=2")
+        connector = aiohttp.TCPConnector(ssl=admin_context(server.pki, tmp_path))
+        async with aiohttp.ClientSession(connector=connector) as http, http.ws_connect(url, autoclose=False) as ws:
+            first, bookmark = await ws.receive(10), await ws.receive(10)
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": "after"}}, OPTS)
+            then = await ws.receive(10)
+            end = await ws.receive(10)
+        assert [m.type for m in (first, bookmark, then)] == [WSMsgType.TEXT] * 3
+        events = [orjson.loads(m.data) for m in (first, bookmark, then)]
+        assert [(e["type"], e["object"]["kind"]) for e in events] == [
+            ("ADDED", "ConfigMap"), ("BOOKMARK", "ConfigMap"), ("ADDED", "ConfigMap")]
+        assert [events[0]["object"]["metadata"]["name"], events[2]["object"]["metadata"]["name"]] == ["before", "after"]
+        assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+        assert (end.type, end.data) == (WSMsgType.CLOSE, 1000)
+
+
+async def test_a_websocket_watch_on_a_legacy_path_ends_on_the_server_when_its_client_closes(tmp_path):
+    async with served(tmp_path) as (server, _):
+        cms = server.index.get("", "v1", "configmaps")
+        url = f"wss://localhost:{server.port}/api/v1/watch/namespaces/default/configmaps"
+        connector = aiohttp.TCPConnector(ssl=admin_context(server.pki, tmp_path))
+        before = server.cache.watcher_count
+        async with aiohttp.ClientSession(connector=connector) as http, http.ws_connect(url) as ws:
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": "c"}}, OPTS)
+            msg = await ws.receive(10)
+            assert server.cache.watcher_count == before + 1
+            await ws.close()
+            assert ws.close_code == 1000
+
+            async def gone():
+                return server.cache.watcher_count == before
+            await eventually(gone)
+        assert msg.type == WSMsgType.TEXT
+        assert (orjson.loads(msg.data)["type"], orjson.loads(msg.data)["object"]["metadata"]["name"]) == ("ADDED", "c")
+
+
+async def test_an_unauthorised_websocket_watch_is_refused_before_the_upgrade(tmp_path):
+    async with served(tmp_path) as (server, _):
+        connector = aiohttp.TCPConnector(ssl=admin_context(server.pki, tmp_path))
+        headers = {"Impersonate-User": "nobody", "Connection": "Upgrade", "Upgrade": "websocket",
+                   "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        async with aiohttp.ClientSession(connector=connector) as http, http.get(
+                f"https://localhost:{server.port}/api/v1/pods?watch=1", headers=headers) as r:
+            status, body = r.status, await r.json()
+    assert status == 403
+    assert (body["kind"], body["reason"], body["message"]) == (
+        "Status", "Forbidden",
+        'pods is forbidden: User "nobody" cannot watch resource "pods" in API group "" at the cluster scope')
