@@ -55,6 +55,7 @@ from .streaming.kubelet import Kubelets
 from .streaming.pods import PodStreaming
 from .streaming.proxy import ProxySubresources
 from .subresources import Subresources
+from .watchsocket import WatchSocket, is_websocket_watch
 
 log = logging.getLogger(__name__)
 
@@ -1003,6 +1004,13 @@ class APIHandlers:
             return protobuf_encode.watch_event(typ, obj) if pb else dumps({"type": typ, "object": obj}) + b"\n"
 
         ctype = f"{_PROTOBUF};stream=watch" if pb else _JSON
+        ws = is_websocket_watch(request)
+
+        def respond() -> web.StreamResponse:
+            if ws:  # each event one message (HandleWS)
+                return WatchSocket(request, pb)
+            return web.StreamResponse(status=200, headers={"Content-Type": ctype, "Transfer-Encoding": "chunked"})
+
         timeout = watch_timeout(integer(q, "timeoutSeconds"), self.min_request_timeout)
         integer(q, "limit")  # (decoded with the other ListOptions, though a watch reads it not: a 400 if it does not parse)
         field_selector = q.get("fieldSelector", "")
@@ -1020,7 +1028,7 @@ class APIHandlers:
                 _include_object(q)
             # as the cacher does: an expired resourceVersion, or one a watch-list's cache did not reach in
             # time, is a watch that sends one ERROR event and ends
-            gone = web.StreamResponse(status=200, headers={"Content-Type": ctype, "Transfer-Encoding": "chunked"})
+            gone = respond()
             await gone.prepare(request)
             await gone.write(event("ERROR", e.status()))
             await gone.write_eof()
@@ -1031,7 +1039,7 @@ class APIHandlers:
             await stream.aclose()
             raise
         mv = _meta_version(request)
-        resp = web.StreamResponse(status=200, headers={"Content-Type": ctype, "Transfer-Encoding": "chunked"})
+        resp = respond()
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
             resp.headers.add("Warning", warning.header(w))
         await resp.prepare(request)
@@ -1043,7 +1051,9 @@ class APIHandlers:
         columns_sent = False
         transport = request.transport
         batch = _Batch(transport)
-        if kind == "object" and not pb and stream.translate is not None and request.version == HttpVersion11 and transport:
+        if ws:
+            resp.on_gone = lambda: stream.watcher.queue.put_nowait(None)
+        elif kind == "object" and not pb and stream.translate is not None and request.version == HttpVersion11 and transport:
             stream.watcher.direct = self._direct(stream.translate, batch, sent)
 
         async def emit(ev: tuple[str, dict]) -> None:
@@ -1067,7 +1077,7 @@ class APIHandlers:
             else:
                 line = self.rest.cache.encode_event(typ, obj)
             batch.flush()  # events handed to it directly and still held go first
-            if len(line) > _EVENT_SLICE:
+            if len(line) > _EVENT_SLICE and not ws:
                 await _write_sliced(resp, line)
             else:
                 await resp.write(line)
