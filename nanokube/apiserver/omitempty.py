@@ -23,7 +23,8 @@ Empty lists and maps go on decode, before validation, as the zeros do: validatio
 field manager then compare an update with the stored object as upstream's do (apimachinery's
 semantic equality and the unstructured converter read an empty omitempty list as none). The few
 a create's validation reads empty (jsontags.VALIDATED_EMPTY: validateWindows' supplementalGroups)
-are held through it and dropped after it (`drop`).
+are held through it and dropped after it (`drop`); so is a required list tagged without omitempty
+sent empty, which validation prints as sent (`Invalid value: []`) and which is then nil (`Nil`).
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ def nulled(name: str) -> dict[str, type | None]:
     `bool`) of built-in definition `name` tagged without omitempty, by field: left out, one is
     served as `null`, a scalar as its zero (a StatefulSet's `serviceName: ""`, a PriorityClass's
     `value: 0`); a list or map sent empty is `null` too (jsontags.KEEP_EMPTY, NIL_POINTERS,
-    NOT_OMITEMPTY). And the required lists and maps (None), which validation may allow left out
-    (a LimitRange's `limits: null`); one sent empty keeps its `[]`."""
+    NOT_OMITEMPTY). And the required lists (None; no required map is tagged without omitempty),
+    which validation may allow left out (a LimitRange's `limits: null`); one sent empty is null
+    too, once validation read it as sent (`held`)."""
     return _empties()[1].get(name, {})
 
 
@@ -94,17 +96,31 @@ def empties(name: str) -> dict[str, type]:
 
 
 def held(name: str) -> frozenset[str]:
-    """The omitempty lists of built-in definition `name` a create's validation reads empty."""
-    return VALIDATED_EMPTY.get(name, frozenset()) if name in _scope() else frozenset()
+    """The lists of built-in definition `name` validation reads as sent when empty: the omitempty
+    ones a create's validation reads (left out once it passed), and the required ones tagged
+    without omitempty (`nulled`'s None lists: nil once it passed)."""
+    return _held().get(name, frozenset())
+
+
+class Nil(tuple):
+    """A held (parent, key) of a required list tagged without omitempty: sent empty, it is stored
+    nil, as etcd's protobuf keeps no empty repeated field (a LimitRange's `limits: []` is served
+    `limits: null`), once validation read it as sent (`Invalid value: []`)."""
+
+    __slots__ = ()
 
 
 def drop(found: list[tuple[dict, str]]) -> None:
     """Leave out the held empty lists and maps a create's decoding found (`held`), where the object
-    still holds them empty once validated."""
-    for parent, key in found:
+    still holds them empty once validated; a required one (`Nil`) is null."""
+    for entry in found:
+        parent, key = entry
         value = parent.get(key)
         if not value and type(value) in (list, dict):
-            del parent[key]
+            if type(entry) is Nil:
+                parent[key] = None
+            else:
+                del parent[key]
 
 
 def validated(held: list[tuple[dict, str]] | None, obj: dict, validate: Callable[[], list]) -> list:
@@ -120,7 +136,8 @@ def validated(held: list[tuple[dict, str]] | None, obj: dict, validate: Callable
         return errs
     paths = {f"{p}.{key}" if p else key for parent, key in held if (p := _path_of(obj, parent)) is not None}
     for parent, key in held:
-        parent.setdefault(key, [])
+        if parent.get(key) is None:
+            parent[key] = []
     try:
         with_empties = validate()
     finally:
@@ -160,6 +177,20 @@ def _fields() -> dict[str, frozenset[str]]:
             out[name] = omit - NOT_OMITEMPTY.get(name, frozenset())
         elif name in OMITEMPTY_SCALARS:
             out[name] = OMITEMPTY_SCALARS[name]
+    return out
+
+
+@functools.cache
+def _held() -> dict[str, frozenset[str]]:
+    defs, out = k8s.definitions(), {}
+    for name, null in _empties()[1].items():
+        required = set(defs[name].get("required") or ())
+        lists = frozenset(k for k, kind in null.items() if kind is None and k in required)
+        if lists:
+            out[name] = lists
+    for name, lists in VALIDATED_EMPTY.items():
+        if name in _scope():
+            out[name] = out.get(name, frozenset()) | lists
     return out
 
 
@@ -270,7 +301,7 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, dict[str, type | N
                 continue
             if k in required:
                 # tagged without omitempty (bar REQUIRED_OMITEMPTY's): left out, it is null; one
-                # sent empty is kept, as validation prints it (`Invalid value: []`)
+                # sent empty too, once validation read it as sent (`held`)
                 if kind is not str and k not in REQUIRED_OMITEMPTY.get(name, ()):
                     null[k] = None
             elif k not in keep:

@@ -48,6 +48,8 @@ import orjson
 from nanokube import schema as k8s
 from nanokube.machinery import gojson, quantity
 
+from .omitempty import Nil
+
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
@@ -90,7 +92,7 @@ class _Result:
         self.unknown: list[str] = []
         self.strict = strict
         self.nulls = nulls  # replace nulls by Go's zero values
-        self.held = held  # where the empty lists a create's validation reads are (omitempty.held)
+        self.held = held  # where the empty lists validation reads are (omitempty.held)
 
     def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False, custom: bool = False) -> None:
         """`custom`: the Go type decodes itself (UnmarshalJSON), so a value reaches it whole."""
@@ -180,8 +182,8 @@ class _Compiler:
         """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
         struct's omitempty value fields (a zero one decodes as unset), `empty`: its omitempty lists
         and maps, by field (list or dict: an empty one decodes as unset), `hold`: those of them a
-        create's validation reads, `null`: its lists, maps and pointers tagged without omitempty,
-        by field (list, dict or None: left out, one decodes as null, what upstream serves once
+        create's validation reads and its required lists, which validation reads as sent
+        (omitempty.held), `null`: its lists, maps and pointers tagged without omitempty, by field (list, dict or None: left out, one decodes as null, what upstream serves once
         stored; a list or map sent empty too), `times`: its metav1.Time and MicroTime fields, whether
         each is a pointer, where the Go type is known (`_time_fields`), `structs`: its optional
         fields that are Go structs held by value (left out or null, one decodes as its zero)."""
@@ -595,6 +597,11 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                         nulls = (nulls or []) + [k]
                 elif not x and type(x) is null.get(k):  # a list or map sent empty is nil
                     nulls = (nulls or []) + [k]
+                elif not x and k in hold and type(x) is list:  # a required one: nil once validated
+                    if res.held is not None:
+                        res.held.append(Nil((v, k)))
+                    else:
+                        nulls = (nulls or []) + [k]
         if nulls and res.nulls:
             for k in nulls:
                 if k in omit:

@@ -160,3 +160,40 @@ async def test_a_required_list_left_out_is_null(tmp_path):
         job = json.loads(await _kubectl(tmp_path, "get", "job", "j", "-o", "json"))
         assert (limits["spec"], csinode["spec"], job["spec"]["podFailurePolicy"]) == (
             {"limits": None}, {"drivers": None}, {"rules": None})
+
+
+async def test_a_required_list_sent_empty_is_null_once_validated(tmp_path):
+    """etcd's protobuf keeps no empty repeated field, so a required list tagged without omitempty sent
+    `[]` is read back nil and served `null`, by a create, an update and a patch alike, while validation
+    reads it as sent (`Required value` for a pod's `containers: []`). The official client's models
+    refuse both, a LimitRange's `limits: null` and a CSINode's `drivers: null`, as they do upstream's."""
+    async with served(tmp_path) as (_, api):
+        created = await call(api, "POST", "/api/v1/namespaces/default/limitranges",
+                             {"metadata": {"name": "l"}, "spec": {"limits": []}})
+        await call(api, "POST", "/apis/storage.k8s.io/v1/csinodes", {"metadata": {"name": "n1"}, "spec": {"drivers": []}})
+        driver = {"name": "csi.example.com", "nodeID": "n1"}
+        await call(api, "POST", "/apis/storage.k8s.io/v1/csinodes",
+                   {"metadata": {"name": "n2"}, "spec": {"drivers": [driver]}})
+        await call(api, "PATCH", "/apis/storage.k8s.io/v1/csinodes/n2", {"spec": {"drivers": []}},
+                   content_type="application/merge-patch+json")
+        updated = await call(api, "PUT", "/api/v1/namespaces/default/limitranges/l",
+                             {**created, "metadata": {**created["metadata"], "labels": {"a": "b"}}, "spec": {"limits": []}})
+        assert created["spec"] == updated["spec"] == {"limits": None} and updated["metadata"]["labels"] == {"a": "b"}
+        limits = json.loads(await _kubectl(tmp_path, "get", "limitrange", "l", "-o", "json"))
+        csinodes = json.loads(await _kubectl(tmp_path, "get", "csinodes", "-o", "json"))
+        assert (limits["spec"], [n["spec"] for n in csinodes["items"]]) == (
+            {"limits": None}, [{"drivers": None}, {"drivers": None}])
+        for read, args, field in ((client.CoreV1Api(api).read_namespaced_limit_range, ("l", "default"), "limits"),
+                                  (client.StorageV1Api(api).read_csi_node, ("n1",), "drivers")):
+            try:
+                await asyncio.to_thread(read, *args)
+                raise AssertionError(f"the client's model took {field}: null")
+            except ValueError as e:  # pydantic's ValidationError: the model's field is a required list
+                assert f"{field}\n  Input should be a valid list" in str(e)
+        try:
+            await call(api, "POST", "/api/v1/namespaces/default/pods",
+                       {"metadata": {"name": "p"}, "spec": {"containers": []}})
+            raise AssertionError("a pod without containers was created")
+        except client.ApiException as e:
+            assert json.loads(e.body)["details"]["causes"][0] == {
+                "reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers"}
