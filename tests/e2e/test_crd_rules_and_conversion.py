@@ -42,20 +42,23 @@ WIDGET_SCHEMA = {"type": "object", "properties": {"spec": {
             {"rule": "quantity(self).isLessThan(quantity('8'))", "message": "at most 7.999 CPUs"}]}}}}}
 
 
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    crd = ext.read_custom_resource_definition(name)
-    return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
+def _install(cluster, crd: dict) -> client.ApiClient:
+    """Apply `crd` and wait until it is Established: a client for its resources."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+    api = cluster.client()
+    ext, name = client.ApiextensionsV1Api(api), crd["metadata"]["name"]
+
+    def established() -> bool:
+        conditions = ext.read_custom_resource_definition(name).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+    wait_for(established, timeout=60, what=f"{name} Established", every=0.05)
+    return api
 
 
 @pytest.fixture(scope="module")
 def widgets(cluster):
-    crd = _crd("widgets", "Widget", [{"name": "v1", "served": True, "storage": True,
-                                       "schema": {"openAPIV3Schema": WIDGET_SCHEMA}}])
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
-    api = cluster.client()
-    wait_for(lambda: _established(client.ApiextensionsV1Api(api), f"widgets.{GROUP}"), timeout=60,
-             what="widgets CRD Established", every=0.05)
-    return api
+    return _install(cluster, _crd("widgets", "Widget", [{"name": "v1", "served": True, "storage": True,
+                                                          "schema": {"openAPIV3Schema": WIDGET_SCHEMA}}]))
 
 
 def _widget(name: str, **spec) -> dict:
@@ -144,9 +147,9 @@ def _review(review: dict) -> dict:
                          "convertedObjects": [_to_version(o, req["desiredAPIVersion"]) for o in req["objects"]]}}
 
 
-def _box_crd(hook, storage: str) -> dict:
-    return _crd("boxes", "Box", [{"name": v, "served": True, "storage": v == storage,
-                                  "schema": {"openAPIV3Schema": BOX_SCHEMAS[v]}} for v in ("v1", "v2")],
+def _box_crd(hook, storage: str, plural: str = "boxes", kind: str = "Box") -> dict:
+    return _crd(plural, kind, [{"name": v, "served": True, "storage": v == storage,
+                                "schema": {"openAPIV3Schema": BOX_SCHEMAS[v]}} for v in ("v1", "v2")],
                 conversion={"strategy": "Webhook", "webhook": {
                     "conversionReviewVersions": ["v1"],
                     "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}})
@@ -164,15 +167,18 @@ def hook():
 
 @pytest.fixture(scope="module")
 def boxes(cluster, hook):
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box_crd(hook, "v1")))
-    api = cluster.client()
-    wait_for(lambda: _established(client.ApiextensionsV1Api(api), f"boxes.{GROUP}"), timeout=60,
-             what="boxes CRD Established", every=0.05)
-    return api
+    """Stored at v1 throughout (the storage-version test changes a CRD of its own)."""
+    return _install(cluster, _box_crd(hook, "v1"))
 
 
-def _box(version: str, name: str, size) -> dict:
-    return {"apiVersion": f"{GROUP}/{version}", "kind": "Box", "metadata": {"name": name, "namespace": "default"},
+@pytest.fixture(scope="module")
+def crates(cluster, hook):
+    """Boxes under another name, stored at v2 from the start."""
+    return _install(cluster, _box_crd(hook, "v2", "crates", "Crate"))
+
+
+def _box(version: str, name: str, size, kind: str = "Box") -> dict:
+    return {"apiVersion": f"{GROUP}/{version}", "kind": kind, "metadata": {"name": name, "namespace": "default"},
             "spec": {"size": size}}
 
 
@@ -194,32 +200,33 @@ def test_written_at_one_version_read_at_the_other(cluster, hook, boxes):
         ("large", 9), ("small", 3)]
 
 
-def test_storage_version_change_updates_stored_versions(cluster, hook, boxes):
-    ext = client.ApiextensionsV1Api(boxes)
-    assert ext.read_custom_resource_definition(f"boxes.{GROUP}").status.stored_versions == ["v1"]
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box_crd(hook, "v2")))
-    wait_for(lambda: ext.read_custom_resource_definition(f"boxes.{GROUP}").status.stored_versions == ["v1", "v2"],
+def test_storage_version_change_updates_stored_versions(cluster, hook):
+    api = _install(cluster, _box_crd(hook, "v1", "bins", "Bin"))  # its own: other tests keep their storage
+    ext = client.ApiextensionsV1Api(api)
+    assert ext.read_custom_resource_definition(f"bins.{GROUP}").status.stored_versions == ["v1"]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box_crd(hook, "v2", "bins", "Bin")))
+    wait_for(lambda: ext.read_custom_resource_definition(f"bins.{GROUP}").status.stored_versions == ["v1", "v2"],
              timeout=60, what="storedVersions [v1, v2]", every=0.05)
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box("v1", "new", 4)))
-    co = client.CustomObjectsApi(boxes)
-    assert co.get_namespaced_custom_object(GROUP, "v1", "default", "boxes", "new")["spec"] == {"size": 4}
-    assert co.get_namespaced_custom_object(GROUP, "v2", "default", "boxes", "new")["spec"] == {"size": {"value": 4}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box("v1", "new", 4, "Bin")))
+    co = client.CustomObjectsApi(api)
+    assert co.get_namespaced_custom_object(GROUP, "v1", "default", "bins", "new")["spec"] == {"size": 4}
+    assert co.get_namespaced_custom_object(GROUP, "v2", "default", "bins", "new")["spec"] == {"size": {"value": 4}}
 
 
-def test_failing_webhook_fails_the_read_with_upstream_message(cluster, hook, boxes):
-    # written at the storage version (v2 since the previous test): no conversion on the way in
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box("v2", "fresh", {"value": 1})))
+def test_failing_webhook_fails_the_read_with_upstream_message(cluster, hook, crates):
+    # written at the storage version (v2): no conversion on the way in
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_box("v2", "fresh", {"value": 1}, "Crate")))
     hook.handlers["/convert"] = lambda review: {
         "apiVersion": review["apiVersion"], "kind": "ConversionReview",
         "response": {"uid": review["request"]["uid"], "result": {"status": "Failure", "message": "no way"}}}
     try:
-        r = cluster.kubectl("get", f"boxes.v1.{GROUP}", "fresh", check=False)
+        r = cluster.kubectl("get", f"crates.v1.{GROUP}", "fresh", check=False)
         # a delete reads the object at its version first (Store.Delete's Get): it fails alike
-        gone = cluster.kubectl("delete", f"boxes.v1.{GROUP}", "fresh", check=False)
+        gone = cluster.kubectl("delete", f"crates.v1.{GROUP}", "fresh", check=False)
     finally:
         hook.handlers["/convert"] = _review
     assert r.returncode != 0
     # kube-apiserver answers a failed conversion with a 500 Status without a reason
-    assert r.stderr.strip() == f"Error from server: conversion webhook for {GROUP}/v2, Kind=Box failed: no way"
+    assert r.stderr.strip() == f"Error from server: conversion webhook for {GROUP}/v2, Kind=Crate failed: no way"
     assert gone.stderr.strip() == r.stderr.strip()
-    assert cluster.kubectl_json("get", f"boxes.v1.{GROUP}", "fresh")["spec"] == {"size": 1}
+    assert cluster.kubectl_json("get", f"crates.v1.{GROUP}", "fresh")["spec"] == {"size": 1}
