@@ -388,3 +388,25 @@ async def test_a_delete_body_of_another_kind_is_the_decoders_400_and_deletes_not
     status, answer = await asyncio.to_thread(_write, core, "DELETE", path, "application/json",
                                              json.dumps({"apiVersion": "v2", "kind": "DeleteOptions"}).encode(), [])
     assert (status, answer["status"]) == (200, "Success"), "DeleteOptions of any version is taken"
+
+
+async def test_one_query_is_judged_for_each_patch_type_and_method_it_comes_with(core):
+    """The checked options are remembered by method, query and media type (handlers._write_opts):
+    a query an apply may send is still refused on a merge patch, then taken on an apply again,
+    and a query's dry run stays a dry run on a create."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "q"}})
+    query = [("fieldManager", "m"), ("force", "true")]
+    applied = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "q"}, "data": {"k": "a"}}'
+    for ctype, body, code in (("application/apply-patch+yaml", applied, 200),
+                              ("application/merge-patch+json", b'{"data": {"k": "m"}}', 422),
+                              ("application/apply-patch+yaml", applied.replace(b'"a"', b'"b"'), 200)):
+        status, answer = await asyncio.to_thread(_patch, core, "q", ctype, body, query)
+        assert status == code, (ctype, answer)
+    assert (await asyncio.to_thread(core.read_namespaced_config_map, "q", "default")).data == {"k": "b"}
+    for _ in range(2):
+        made = await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "dry"}},
+                                       dry_run="All", field_manager="m")
+        assert made.metadata.name == "dry"
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.read_namespaced_config_map, "dry", "default")
+    assert e.value.status == 404
