@@ -244,10 +244,12 @@ class ResourceClient:
         return self._handed_out((await self._audited("delete", namespace, name, self.c.rest.delete(
             self.res, self.version, namespace, name, options, self._opts()))).obj, "delete")
 
-    async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+    async def delete_collection(self, namespace: str | None = None, label_selector: str = "",
+                                field_selector: str = "") -> list[dict]:
         await asyncio.sleep(0)
         return await self._audited("deletecollection", namespace, "", self.c.rest.delete_collection(
-            self.res, self.version, namespace, {}, self._opts(), label_selector=label_selector))
+            self.res, self.version, namespace, {}, self._opts(), label_selector=label_selector,
+            field_selector=field_selector))
 
     async def get_scale(self, name: str, namespace: str | None = None) -> dict:
         """The autoscaling/v1 Scale of a resource with a scale subresource (workloads, CRDs)."""

@@ -423,8 +423,9 @@ class HTTPResourceClient:
         return await self.c.request("DELETE", self._path(namespace, name),
                                     _delete_options(propagation_policy, grace_period_seconds, preconditions))
 
-    async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
-        params = {"labelSelector": label_selector} if label_selector else None
+    async def delete_collection(self, namespace: str | None = None, label_selector: str = "",
+                                field_selector: str = "") -> list[dict]:
+        params = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
         out = await self.c.request("DELETE", self._path(namespace), {"kind": "DeleteOptions", "apiVersion": "v1"},
                                    params)
         return out.get("items") or []

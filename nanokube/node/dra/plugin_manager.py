@@ -243,27 +243,27 @@ class DRAPluginManager:
 
     async def wipe_at_start(self, existing: dict[str, list[dict]], builtin: Collection[str]) -> None:
         """Delete the node's slices (`existing`, by driver) of the drivers not in `builtin`."""
-        for driver, slices in existing.items():
+        for driver in existing:
             if driver in builtin:
                 continue
-            for s in slices:
-                try:
-                    await self.slices.delete(s["metadata"]["name"])
-                except APIError as e:
-                    if e.code != 404:
-                        log.warning("node %s: wiping ResourceSlice %s: %s", self.node, s["metadata"]["name"],
-                                    e.message)
+            try:
+                items = await self._delete_slices(driver)
+            except APIError as e:
+                log.warning("node %s: wiping ResourceSlices of DRA driver %s: %s", self.node, driver, e.message)
+                continue
             log.info("node %s: deleted %d ResourceSlices of DRA driver %s at start (not registered)", self.node,
-                     len(slices), driver)
+                     len(items), driver)
+
+    async def _delete_slices(self, driver: str) -> list[dict]:
+        """One DeleteCollection of the driver's slices on this node, selected by their fields as upstream's
+        kubelet selects them (a fields.Set's string: its keys sorted)."""
+        return await self.slices.delete_collection(field_selector=f"spec.driver={driver},spec.nodeName={self.node}")
 
     async def _wipe(self, driver: str) -> None:
         """After the grace period, delete the driver's ResourceSlices on this node."""
         await self.clock.sleep(self.wiping_delay)
         try:
-            items, _ = await self.slices.list(field_selector=f"spec.nodeName={self.node},spec.driver={driver}")
-            for s in items:
-                with contextlib.suppress(APIError):
-                    await self.slices.delete(s["metadata"]["name"])
+            items = await self._delete_slices(driver)
             log.info("node %s: deleted %d ResourceSlices of DRA driver %s, gone for %gs", self.node, len(items),
                      driver, self.wiping_delay)
         except APIError as e:

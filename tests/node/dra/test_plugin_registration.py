@@ -3,6 +3,7 @@ through a socket in the node's plugins_registry directory (upstream's plugin
 watcher and DRAPluginManager), the node agent prepares claims of its driver
 by calling it over gRPC, and unprepares them when the pod is gone."""
 
+import json
 import os
 import shutil
 import socket
@@ -17,7 +18,7 @@ from nanokube.node.cluster import default_cluster
 from nanokube.node.dra import cdi
 from nanokube.node.dra.plugin_manager import WIPING_DELAY
 from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
+from tests.controllers import audited, eventually, make_stack
 from tests.node import ManualClock
 from tests.node.dra.plugin_driver import PluginDriver
 from tests.node.dra.test_prepare import phase
@@ -125,16 +126,28 @@ async def _publish(client):
             "devices": [{"name": "gpu-0"}]}})
 
 
-async def test_a_driver_gone_past_the_grace_period_loses_its_slices(env):
+async def test_a_driver_gone_past_the_grace_period_loses_its_slices(env, tmp_path):
+    """In one DeleteCollection, as upstream's kubelet wipes them: the driver's slices of this node only."""
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
     await _publish(client)
+    slices = client.resource("resource.k8s.io", "v1", "resourceslices")
+    await slices.create({"metadata": {"name": f"gpu-1-{DRIVER}"}, "spec": {
+        "driver": DRIVER, "nodeName": "gpu-1", "pool": {"name": "gpu-1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0"}]}})
     d.stop()
     await eventually(ticking(clock, lambda: _true(mgr.agents[NODE].dra_plugins.get(DRIVER) is None)))
     assert await _slices(client)  # not before the grace period
-    await clock.advance(WIPING_DELAY)
-    await eventually(ticking(clock, lambda: _none(_slices(client))))
+    log = tmp_path / "audit.log"
+    with audited(client, log):
+        await clock.advance(WIPING_DELAY)
+        await eventually(ticking(clock, lambda: _none(_slices(client))))
+    writes = [e["verb"] for e in map(json.loads, log.read_text().splitlines())
+              if e["objectRef"]["resource"] == "resourceslices"]
+    assert writes == ["deletecollection"]
+    items, _ = await slices.list(field_selector=f"spec.driver={DRIVER}")
+    assert [i["spec"]["nodeName"] for i in items] == ["gpu-1"]
 
 
 async def _none(coro):
