@@ -158,7 +158,7 @@ class PluginDriver:
         self._record("NodeUnprepareResources", {"claims": claims})
         out = dra.NodeUnprepareResourcesResponse()
         for c in claims:
-            out.claims[c["uid"]].error = self.fail_unprepare.get(c["uid"], "")
+            out.claims[c["name"] if self.key_by_name else c["uid"]].error = self.fail_unprepare.get(c["uid"], "")
         return out
 
     def set_health(self, pool: str, device: str, status: str, timeout: int = 0) -> None:

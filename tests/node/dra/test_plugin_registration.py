@@ -383,6 +383,25 @@ async def test_a_failed_unprepare_is_retried_until_the_driver_succeeds(env):
     assert len(d.called("NodeUnprepareResources")) == calls  # none after it succeeded
 
 
+async def test_an_unprepare_answer_for_a_claim_not_asked_about_is_a_failure_retried(env, caplog):
+    """NodeUnprepareResources answered under a key that is not the claim's UID (the claim's name
+    here) leaves the claim unprepared: the kubelet logs the unknown UID and asks again, backing off."""
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    c, pod, pods = await _claimed_pod(client, "named", "named")
+    await eventually(phase(pods, "named", "Running", clock))
+    d.key_by_name = True
+    await pods.delete("named", "default", grace_period_seconds=0)
+    await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) >= 2)))
+    assert "unprepare claim default/named: NodeUnprepareResources returned result for unknown claim UID named" \
+        in caplog.text
+    assert c["metadata"]["uid"] in mgr.agents[NODE].claims.unpreparing
+    d.key_by_name = False
+    await eventually(ticking(clock, lambda: _true(not mgr.agents[NODE].claims.unpreparing)))
+    assert not mgr.agents[NODE].claims.unprepare_left
+
+
 async def test_a_driver_whose_process_died_loses_its_slices_though_its_sockets_remain(env):
     """SIGKILL leaves both sockets behind, so nothing deregisters: the connection going down
     makes the driver unusable, and its slices go after the grace period."""
