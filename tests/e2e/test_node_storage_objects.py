@@ -38,7 +38,7 @@ def test_each_kubelet_makes_its_nodes_csinode_with_no_drivers(cluster):
     node = cluster.kubectl_json("get", "node", "gpu-1")
     assert csinode["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": node["metadata"]["uid"]}]
-    assert csinode["spec"] == {"drivers": []}
+    assert csinode["spec"] == {"drivers": None}  # the kubelet sends `[]`: stored nil, as protobuf reads it back
     # the in-tree plugins the kubelet hands to CSI drivers (1.37: every one csi-translation-lib knows)
     assert csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"] == (
         "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,"

@@ -135,7 +135,7 @@ async def test_each_node_gets_a_csinode_it_owns_and_a_restarted_agent_keeps_it()
         node = nodes[c["metadata"]["name"]]
         assert c["metadata"]["ownerReferences"] == [
             {"apiVersion": "v1", "kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}]
-        assert c["spec"] == {"drivers": []}
+        assert c["spec"] == {"drivers": None}  # sent `[]`: stored nil, as protobuf reads it back
         assert c["metadata"]["annotations"] == {"storage.alpha.kubernetes.io/migrated-plugins": MIGRATED}
     w0 = await csinodes.get("w-0")
     w0 = await csinodes.update({**w0, "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "w-0"}]}})

@@ -68,8 +68,9 @@ async def test_leases_and_storage_attachments_have_no_generation_of_their_own(co
     renewed = await asyncio.to_thread(coordination.patch_namespaced_lease, "l", "default",
                                       {"spec": {"holderIdentity": "b"}})
     assert (lease.metadata.generation, renewed.metadata.generation) == (None, None)
+    # (with a driver: the client's model refuses the `drivers: null` that `[]` is served as)
     node = await asyncio.to_thread(storage.create_csi_node, {"metadata": {"name": "n1", "generation": 2},
-                                                             "spec": {"drivers": []}})
+                                                             "spec": {"drivers": [{"name": "x.io", "nodeID": "n1"}]}})
     attachment = await asyncio.to_thread(storage.create_volume_attachment, {
         "metadata": {"name": "va"}, "spec": {"attacher": "x.io", "nodeName": "n1", "source": {"persistentVolumeName": "pv"}}})
     assert (node.metadata.generation, attachment.metadata.generation) == (2, None)
