@@ -12,13 +12,14 @@ from collections.abc import Callable
 
 from aiohttp import WSMsgType, web
 
+from ..machinery.httpstream.masked import MaskedWebSocket
 from ..machinery.httpstream.transports import offered
 
 #: the largest message the client may send, all of which are dropped
 _MAX_RECEIVED = 1 << 16
 
 
-class WatchSocket(web.WebSocketResponse):
+class WatchSocket(MaskedWebSocket):
     """The watch's response: `write` sends one event as one message, `write_eof` closes."""
 
     def __init__(self, request: web.Request, binary: bool) -> None:

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from .. import errors
 from ..streaming import PORT_FORWARD, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed, sandbox_id
+from .masked import MaskedWebSocket
 from .spdy import HeldReader, SpdySession, SpdyStream
 from .transports import (CHUNK, MAX_MESSAGE, WebSocketChannels, handshake, is_spdy, is_websocket, offered, spdy_over_websocket,
                          upgrade_to_spdy)
@@ -26,7 +27,7 @@ async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str,
     if is_websocket(request):
         protos = offered(request, "Sec-WebSocket-Protocol")
         if TUNNELED_PORT_FORWARD in protos:
-            ws = web.WebSocketResponse(protocols=(TUNNELED_PORT_FORWARD,), max_msg_size=MAX_MESSAGE)
+            ws = MaskedWebSocket(protocols=(TUNNELED_PORT_FORWARD,), max_msg_size=MAX_MESSAGE)
             await ws.prepare(request)
             spdy, pump = spdy_over_websocket(ws)
             try:
@@ -46,7 +47,7 @@ async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str,
                 ports.append(int(part))
         if not ports:
             raise errors.bad_request('query parameter "port" is required')
-        ws = web.WebSocketResponse(protocols=(V4,), max_msg_size=MAX_MESSAGE)
+        ws = MaskedWebSocket(protocols=(V4,), max_msg_size=MAX_MESSAGE)
         await ws.prepare(request)
         await _websocket_port_forward(WebSocketChannels(ws), node, ns, name, uid, ports)
         return ws

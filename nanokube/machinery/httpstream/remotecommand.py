@@ -15,6 +15,7 @@ from aiohttp import web
 from .. import errors
 from ..streaming import (ERROR, STDERR, STDOUT, V4, V4_BASE64, V5, NodeStreaming, StreamFailed, StreamSession,
                          exit_status, failure_status)
+from .masked import MaskedWebSocket
 from .spdy import SpdyStream
 from .transports import (CHUNK, MAX_MESSAGE, WebSocketChannels, handshake, is_spdy, is_websocket, offered, resize_stream_reader,
                          upgrade_to_spdy)
@@ -74,7 +75,7 @@ async def serve_command(request: web.Request, node: NodeStreaming, ns: str, name
 
 async def _command_over_websocket(request: web.Request, proto: str, flags, run) -> web.StreamResponse:
     stdin, stdout, stderr, tty = flags
-    ws = web.WebSocketResponse(protocols=(proto,) if proto else (), max_msg_size=MAX_MESSAGE)
+    ws = MaskedWebSocket(protocols=(proto,) if proto else (), max_msg_size=MAX_MESSAGE)
     await ws.prepare(request)
     ch = WebSocketChannels(ws, base64=proto in (V4_BASE64, V1_BASE64))
     session = StreamSession(stdin, stdout, stderr, tty, lambda d: ch.send(STDOUT, d), lambda d: ch.send(STDERR, d))
