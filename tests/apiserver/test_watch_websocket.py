@@ -3,6 +3,8 @@ client over TLS: each event one text message of its JSON, the watch's bookmarks,
 it with a close frame (1000), the client's close ending it on the server, and an unauthorised watch
 refused before the upgrade with the 403 Status."""
 
+import asyncio
+
 import aiohttp
 import orjson
 from aiohttp import WSMsgType
@@ -68,3 +70,25 @@ async def test_an_unauthorised_websocket_watch_is_refused_before_the_upgrade(tmp
     assert (body["kind"], body["reason"], body["message"]) == (
         "Status", "Forbidden",
         'pods is forbidden: User "nobody" cannot watch resource "pods" in API group "" at the cluster scope')
+
+
+async def test_a_websocket_watch_whose_client_stops_reading_is_let_go_at_its_timeout(tmp_path):
+    """The events it is not taking stay in neither the server's memory nor its loop past the deadline:
+    the connection is aborted, as a chunked watch's is, and the watch is gone."""
+    async with served(tmp_path) as (server, _):
+        cms = server.index.get("", "v1", "configmaps")
+        before = server.cache.watcher_count
+        reader, writer = await asyncio.open_connection(
+            "localhost", server.port, ssl=admin_context(server.pki, tmp_path), limit=1 << 16)
+        writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1 HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        for i in range(100):  # ~6.5 MB the client never reads
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"c{i}"}, "data": {"k": "x" * 65536}}, OPTS)
+
+        async def let_go():
+            return server.cache.watcher_count == before
+        await eventually(let_go)
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 101 ")
