@@ -99,13 +99,43 @@ def test_flags_set_explicitly_override_the_configuration_file_and_unset_ones_lea
 
     e = from_arguments(Client(), parser.parse_args(["scheduler"]), LEASE_NAME, file.leader_election)
     assert (e.name, e.lease_duration, e.renew_deadline, e.retry_period) == ("mine", 30.0, 20.0, 2.0)
-    e = from_arguments(Client(), parser.parse_args(["scheduler", "--leader-elect-lease-duration", "40"]), LEASE_NAME,
+    e = from_arguments(Client(), parser.parse_args(["scheduler", "--leader-elect-lease-duration", "40s"]), LEASE_NAME,
                        file.leader_election)
     assert (e.lease_duration, e.renew_deadline) == (40.0, 20.0)
     assert from_arguments(Client(), parser.parse_args(["scheduler", "--leader-elect=false"]), LEASE_NAME,
                           file.leader_election) is None
     e = from_arguments(Client(), parser.parse_args(["scheduler"]), LEASE_NAME)
     assert (e.name, e.namespace, e.lease_duration) == (LEASE_NAME, "kube-system", 15.0)
+
+
+def test_leader_election_flags_are_go_durations_and_flagz_prints_them_as_go_does(capsys):
+    """Upstream's --leader-elect-* take time.Duration ("2s", "1m30s"); a bare number is refused in
+    ParseDuration's words; /flagz prints the durations in effect as Go does (15s, 1m30s, 500ms)."""
+    import argparse
+
+    import pytest
+
+    from nanokube import zpages
+    from nanokube.cli_scheduler import add_parser
+    from nanokube.client.leaderelection import config_from_arguments
+    from nanokube.scheduler.config import parse
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["scheduler", "--leader-elect-retry-period=2s", "--leader-elect-lease-duration", "90s"])
+    cfg = config_from_arguments(args, LEASE_NAME)
+    assert (cfg.lease_duration, cfg.renew_deadline, cfg.retry_period) == (90.0, 10.0, 2.0)
+    flags = zpages.flags(args)
+    assert (flags["leader-elect"], flags["leader-elect-lease-duration"], flags["leader-elect-renew-deadline"],
+            flags["leader-elect-retry-period"]) == ("true", "1m30s", "10s", "2s")
+    file = parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                  "leaderElection": {"retryPeriod": "500ms"}})
+    args = parser.parse_args(["scheduler"])
+    assert config_from_arguments(args, LEASE_NAME, file.leader_election).retry_period == 0.5
+    assert zpages.flags(args)["leader-elect-retry-period"] == "500ms", "the file's value, as it is in effect"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["scheduler", "--leader-elect-retry-period=2"])
+    assert 'time: missing unit in duration "2"' in capsys.readouterr().err
 
 
 def test_a_refused_configuration_is_judged_before_the_scheduler_and_its_controllers_are_imported(tmp_path):

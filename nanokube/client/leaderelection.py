@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import aiohttp
 
+from ..machinery import goduration
 from ..machinery.errors import APIError
 from ..clock import REAL, Clock, parse_time
 from .metrics import LEADER
@@ -171,27 +172,31 @@ class LeaderElectionConfig:
 
 
 def add_arguments(parser, lease: str, acting: str) -> None:
-    """kube-controller-manager's and kube-scheduler's --leader-elect flags;
-    unset flags leave a configuration file's values (or the defaults) alone."""
+    """kube-controller-manager's and kube-scheduler's --leader-elect flags, the durations Go's
+    ("15s"); unset flags leave a configuration file's values (or the defaults) alone."""
     d = LeaderElectionConfig()
     parser.add_argument("--leader-elect", default=None, choices=("true", "false"),
                         help=f"hold the kube-system/{lease} Lease while {acting} (default true)")
-    parser.add_argument("--leader-elect-lease-duration", type=float, default=None, metavar="SECONDS",
-                        help=f"default {d.lease_duration:g}")
-    parser.add_argument("--leader-elect-renew-deadline", type=float, default=None, metavar="SECONDS",
-                        help=f"default {d.renew_deadline:g}")
-    parser.add_argument("--leader-elect-retry-period", type=float, default=None, metavar="SECONDS",
-                        help=f"default {d.retry_period:g}")
+    for flag, default in (("lease-duration", d.lease_duration), ("renew-deadline", d.renew_deadline),
+                          ("retry-period", d.retry_period)):
+        parser.add_argument(f"--leader-elect-{flag}", type=goduration.flag_value, default=None, metavar="DURATION",
+                            help=f"default {goduration.string(round(default * 1e9))}")
 
 
 def config_from_arguments(args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElectionConfig:
     """`base` (a configuration file's section, or the defaults for `lease`) with the flags
-    given explicitly overriding it, as upstream's components apply them."""
+    given explicitly overriding it, as upstream's components apply them. The flags on `args`
+    are set to the values in effect, which /flagz shows (as the kubelet's configure does)."""
     cfg = base or LeaderElectionConfig(resource_name=lease)
+    durations = {"lease_duration": args.leader_elect_lease_duration, "renew_deadline": args.leader_elect_renew_deadline,
+                 "retry_period": args.leader_elect_retry_period}
     flags = {"leader_elect": None if args.leader_elect is None else args.leader_elect == "true",
-             "lease_duration": args.leader_elect_lease_duration, "renew_deadline": args.leader_elect_renew_deadline,
-             "retry_period": args.leader_elect_retry_period}
-    return replace(cfg, **{k: v for k, v in flags.items() if v is not None})
+             **{k: None if v is None else goduration.parse(v) for k, v in durations.items()}}
+    cfg = replace(cfg, **{k: v for k, v in flags.items() if v is not None})
+    args.leader_elect = "true" if cfg.leader_elect else "false"
+    for k in durations:
+        setattr(args, f"leader_elect_{k}", goduration.string(round(getattr(cfg, k) * 1e9)))
+    return cfg
 
 
 def from_arguments(client, args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElector | None:

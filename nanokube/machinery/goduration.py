@@ -72,3 +72,15 @@ def _fraction(value: int, unit: int) -> str:
         return str(whole)
     digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
     return f"{whole}.{digits}"
+
+
+def flag_value(text: str) -> str:
+    """An argparse `type` for a duration flag: the text as given (zpages prints a DURATION flag
+    from it), refused as Go's ParseDuration refuses it."""
+    import argparse
+
+    try:
+        parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text

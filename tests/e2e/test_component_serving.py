@@ -59,7 +59,7 @@ def component(c, command: str, port: int, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "nanokube.cli", command, "--kubeconfig", c.kubeconfig,
                                  "--secure-port", str(port), "--bind-address", "127.0.0.1",
-                                 "--leader-elect-retry-period", "0.5"],
+                                 "--leader-elect-retry-period", "500ms"],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 
@@ -152,7 +152,7 @@ def assert_zpages(c, port: int, name: str, paths: list[str]) -> None:
     code, body, _ = get(port, "/flagz", monitor, accept="application/json;v=v1beta1;g=config.k8s.io;as=Flagz")
     flags = json.loads(body)["flags"]
     assert code == 200 and flags["secure-port"] == str(port) and flags["kubeconfig"] == c.kubeconfig
-    assert flags["leader-elect-retry-period"] == "0.5" and flags["bind-address"] == "127.0.0.1"
+    assert flags["leader-elect-retry-period"] == "500ms" and flags["bind-address"] == "127.0.0.1"
 
 
 def test_scheduler_secure_port(bare):

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.store
 def manager(c, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig",
-                                 c.kubeconfig, "--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline",
-                                 "3", "--leader-elect-retry-period", "0.5", "--secure-port", "0"],
+                                 c.kubeconfig, "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline",
+                                 "3s", "--leader-elect-retry-period", "500ms", "--secure-port", "0"],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 

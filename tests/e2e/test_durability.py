@@ -35,10 +35,10 @@ def test_kill_9_keeps_acknowledged_writes_and_an_external_scheduler_resumes(stor
     acked: dict[str, str] = {}
     with open(d / "sched.log", "wb") as log:  # (the child keeps its own copy of the descriptor)
         sched = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", c.kubeconfig,
-                                  "--leader-elect-retry-period", "0.5", "--secure-port", "0",
+                                  "--leader-elect-retry-period", "500ms", "--secure-port", "0",
                                   # the restart must fit in the renew deadline: 10 s by default, which a
                                   # loaded CI machine's `up` can overrun; the point is riding the gap out
-                                  "--leader-elect-renew-deadline", "60", "--leader-elect-lease-duration", "90"],
+                                  "--leader-elect-renew-deadline", "60s", "--leader-elect-lease-duration", "90s"],
                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     pod = {"metadata": {"name": "before"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
     try:

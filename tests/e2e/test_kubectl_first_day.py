@@ -243,7 +243,7 @@ def test_a_standalone_controller_manager_with_the_signing_key_fills_token_secret
         with open(tmp_path / "kcm.log", "wb") as log:
             kcm = subprocess.Popen(
                 [sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig", c.kubeconfig,
-                 "--controllers", "serviceaccount-token", "--secure-port", "0", "--leader-elect-retry-period", "0.5",
+                 "--controllers", "serviceaccount-token", "--secure-port", "0", "--leader-elect-retry-period", "500ms",
                  "--service-account-private-key-file", str(c.data_dir / "pki" / "sa.key")],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         try:

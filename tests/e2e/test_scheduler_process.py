@@ -20,8 +20,8 @@ from .test_kube_proxy import free_port
 def scheduler(c, log: Path, *extra: str) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", c.kubeconfig,
-                                 "--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
-                                 "--leader-elect-retry-period", "0.5", "--secure-port", "0", *extra],
+                                 "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
+                                 "--leader-elect-retry-period", "500ms", "--secure-port", "0", *extra],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 
