@@ -1979,7 +1979,7 @@ class GenericREST:
         await (step if HELD.get() is None else self._admitted(res, step))
 
     def _deleted_result(self, res: Resource, version: str, obj: dict) -> dict:
-        if res.strategy.return_deleted_object:
+        if res.strategy.returns_deleted_object(version):
             return self._external(res, obj, version)
         return errors.success_status(obj["metadata"]["name"], res.group, res.plural, obj["metadata"].get("uid", ""))
 

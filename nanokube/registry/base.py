@@ -163,6 +163,11 @@ class Strategy:
         I/O: a watch event's objects another watch of the version had converted."""
         return True
 
+    def returns_deleted_object(self, version: str) -> bool:
+        """Whether DELETE at `version` answers with the object (return_deleted_object); a kind
+        whose storage differs by version (DeviceTaintRule) says so per version."""
+        return self.return_deleted_object
+
     def deprecation(self, version: str) -> str | None:
         """The Warning every request to `version` gets, if it is deprecated."""
         return None

@@ -150,6 +150,7 @@ class _ClockedStrategy(Strategy):
 
 
 class DeviceClassStrategy(Strategy):
+    return_deleted_object = True
     columns = [NAME, AGE_COLUMN]
 
     def validate(self, obj):
@@ -223,6 +224,7 @@ class ResourceClaimStrategy(Strategy):
 
 class ResourceClaimTemplateStrategy(Strategy):
     track_generation = False  # resourceClaimTemplateStrategy neither sets nor bumps it
+    return_deleted_object = True
     columns = [NAME, AGE_COLUMN]
 
     def default(self, obj, version):
@@ -251,6 +253,7 @@ def _slice_node(o: Obj) -> str:
 
 
 class ResourceSliceStrategy(_ClockedStrategy):
+    return_deleted_object = True
     columns = [
         NAME,
         Column("Node", "string", _slice_node, "nodeName"),
@@ -306,6 +309,11 @@ class DeviceTaintRuleStrategy(_ClockedStrategy):
         Column("Key", "string", lambda o: _rule_taint(o).get("key", ""), "The key of the taint."),
         AGE_COLUMN,
     ]
+
+    def returns_deleted_object(self, version):
+        """Upstream's v1 storage answers DELETE with a Status; v1beta2's and v1alpha3's, which came
+        first, with the rule."""
+        return version != "v1"
 
     def prepare_for_create(self, obj):
         taint = (obj.get("spec") or {}).get("taint")

@@ -445,6 +445,41 @@ async def test_over_http_a_deleted_claim_is_the_answer(tmp_path):
         assert deleted.spec.devices.requests[0].exactly.device_class_name == "gpu.example.com"
 
 
+async def test_over_http_each_kind_deletes_as_its_upstream_storage_answers(tmp_path):
+    """DeviceClass, ResourceSlice and ResourceClaimTemplate storage return the deleted object, which
+    the kubernetes client reads as its kind; DeviceTaintRule's does at v1beta2 and v1alpha3, while
+    its v1 storage answers with a Status."""
+    import asyncio
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        v1 = client.ResourceV1Api(api_client)
+        call = asyncio.to_thread
+        await call(v1.create_device_class, {"metadata": {"name": "gpu.example.com"}, "spec": {}})
+        deleted = await call(v1.delete_device_class, "gpu.example.com")
+        assert isinstance(deleted, client.V1DeviceClass) and deleted.metadata.name == "gpu.example.com"
+        await call(v1.create_resource_slice, {"metadata": {"name": "s"}, "spec": {
+            "driver": "gpu.example.com", "nodeName": "node-1", "pool": {"name": "p", "generation": 1,
+                                                                        "resourceSliceCount": 1}}})
+        deleted = await call(v1.delete_resource_slice, "s")
+        assert isinstance(deleted, client.V1ResourceSlice) and deleted.spec.pool.name == "p"
+        await call(v1.create_namespaced_resource_claim_template, "default", {
+            "metadata": {"name": "t"}, "spec": {"spec": claim()["spec"]}})
+        deleted = await call(v1.delete_namespaced_resource_claim_template, "t", "default")
+        assert isinstance(deleted, client.V1ResourceClaimTemplate)
+        assert deleted.spec.spec.devices.requests[0].exactly.device_class_name == "gpu.example.com"
+        await call(v1.create_device_taint_rule, rule())
+        status = await call(v1.delete_device_taint_rule, "maintenance")
+        assert status["kind"] == "Status" and status["details"]["name"] == "maintenance"
+        beta = client.ResourceV1beta2Api(api_client)
+        await call(beta.create_device_taint_rule, rule())
+        deleted = await call(beta.delete_device_taint_rule, "maintenance")
+        assert isinstance(deleted, client.V1beta2DeviceTaintRule) and deleted.spec.taint.key == "example.com/maintenance"
+
+
 async def test_over_http_slice_node_selector_terms_print_as_internal_core_terms(tmp_path):
     """validateNodeSelector hands field.Invalid the []core.NodeSelectorTerm: Go field names, unset lists null."""
     import asyncio
