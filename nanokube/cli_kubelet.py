@@ -48,6 +48,8 @@ log = logging.getLogger("nanokube.kubelet")
 
 #: the kubelet's --port, where it serves its endpoints
 SECURE_PORT = 10250
+#: containerd's default cdi_spec_dirs, which a joined node's runtime reads as containerd would
+CONTAINERD_CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
 def add_parser(sub) -> None:
@@ -91,6 +93,10 @@ def add_parser(sub) -> None:
                    help="where the kubelet keeps its state: the node's plugins_registry and plugins directories (DRA "
                         "drivers register there), its pods' directories, the DRA checkpoint, the process runtime's "
                         "(default: the process runtime's beside --kubeconfig, the rest in a temporary directory)")
+    p.add_argument("--cdi-spec-dirs", default=",".join(CONTAINERD_CDI_SPEC_DIRS), metavar="DIR,...",
+                   help="where the node's runtime reads the CDI specs DRA drivers write, in rising precedence, as "
+                        "containerd's cdi_spec_dirs (default: its own, %(default)s); besides the node's own cdi "
+                        "directory under --root-dir, which comes last")
     component_server.add_arguments(p, SECURE_PORT)
     c = p.add_argument_group("kubelet configuration (each flag given overrides --config's field; as upstream's, each "
                              "is deprecated in favour of the file, and says so when given)")
@@ -373,7 +379,7 @@ async def _run(args: argparse.Namespace, cluster) -> int:
                                   args.labels)
         runtime = _runtime(args)
         nodes = NodeManager(lambda _user, _manager: client, joining, standalone=True, runtime=runtime,
-                            node_dir=args.node_dir,
+                            node_dir=args.node_dir, cdi_spec_dirs=tuple(d for d in args.cdi_spec_dirs.split(",") if d),
                             **options_from_env())
         agent = nodes.agents[name]
         if runtime is not None:

@@ -259,7 +259,7 @@ class NodeAgent:
                  plugin_registry: bool = True, sync_retry: float = SYNC_RETRY,
                  max_container_restart_period: float | None = None, cluster: WatchedCluster | None = None,
                  api_limit: tuple[float, int] | None = None, event_limit: tuple[float, int] | None = None,
-                 pod_pids_limit: int = -1, node_dir: str = ""):
+                 pod_pids_limit: int = -1, node_dir: str = "", cdi_spec_dirs: tuple[str, ...] = ()):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle`, `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) and `cluster` (what simulated pods' network commands reach,
@@ -275,7 +275,9 @@ class NodeAgent:
         token buckets of the kubelet's client and of its events' (None: none); its Lease and Node
         writes go unlimited, as the kubelet's heartbeat client (QPS -1) sends them.
         `pod_pids_limit`: the most processes each pod may have (podPidsLimit, --pod-max-pids; -1, the
-        default, or 0: none of the pod's own), where its runtime's pods are processes."""
+        default, or 0: none of the pod's own), where its runtime's pods are processes.
+        `cdi_spec_dirs`: where the runtime also reads CDI specs, as containerd's cdi_spec_dirs (a joined
+        kubelet's host /etc/cdi, /var/run/cdi), the node's own `cdi_dir` taking precedence over them."""
         heartbeat = client
         self.api_limit, self.event_limit = api_limit, event_limit
         client = limited(client, *api_limit, clock) if api_limit else client
@@ -329,7 +331,8 @@ class NodeAgent:
         self.plugin_watcher = PluginWatcher(self.plugins_registry, {DRA_PLUGIN_TYPE: self.dra_plugins}, clock,
                                             spec.name) if node_dir and plugin_registry else None
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
-                                    plugins=self.dra_plugins, cdi_dir=self.cdi_dir, device_health=self.dra.health,
+                                    plugins=self.dra_plugins, cdi_dirs=(*cdi_spec_dirs, self.cdi_dir),
+                                    device_health=self.dra.health,
                                     checkpoint_path=os.path.join(node_dir, checkpoint.FILE) if node_dir else "")
         self.dra_plugins.on_health = self.dra.on_health = self._device_health_changed
         if self.plugin_watcher is not None:

@@ -119,7 +119,7 @@ class NodeManager:
                  plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
                  sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None,
                  client_limits: dict | None = None, pod_pids_limit: int = -1, standalone: bool = False,
-                 node_dir: str = ""):
+                 node_dir: str = "", cdi_spec_dirs: tuple[str, ...] = ()):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
@@ -133,7 +133,7 @@ class NodeManager:
         credentials (`nanokube kubelet`): it watches only its own pods, as the Node authorizer lets a
         node, and leaves the cluster's DeviceClasses to whoever set the cluster up; `node_dir`: that node's
         directory (its plugins_registry, plugins, pods' directories, DRA checkpoint) in place of one under
-        `pods_dir`, as a kubelet's --root-dir holds them."""
+        `pods_dir`, as a kubelet's --root-dir holds them; `cdi_spec_dirs`: NodeAgent's."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         #: the directory of its own when given none: removed on stop, or else when the manager goes (one never
@@ -160,7 +160,7 @@ class NodeManager:
                                   watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry,
                                   max_container_restart_period=max_container_restart_period,
                                   cluster=self.watched_cluster, pod_pids_limit=pod_pids_limit, node_dir=node_dir,
-                                  **(client_limits or {}))
+                                  cdi_spec_dirs=cdi_spec_dirs, **(client_limits or {}))
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))

@@ -104,7 +104,9 @@ def test_a_joined_kubelets_root_dir_is_where_a_driver_registers_and_its_claims_o
     """`nanokube kubelet --root-dir R`, as upstream's: a driver registers through R/plugins_registry
     and serves from R/plugins/<driver>; the kubelet checkpoints the claim it prepared
     (R/dra_manager_state), so once restarted it adopts the running pod without a second
-    NodePrepareResources, the container keeps its CDI edits, and the pod's deletion unprepares."""
+    NodePrepareResources, the container keeps its CDI edits, and the pod's deletion unprepares. The
+    driver writes its CDI specs where a driver's default CDI root is, one of the runtime's
+    --cdi-spec-dirs (containerd's /etc/cdi, a directory of the test's here), not R/cdi."""
     if request.node.callspec.params["byo"] != "simulated":
         pytest.skip("the joined kubelet runs the simulated runtime: once is enough")
     import contextlib
@@ -123,7 +125,8 @@ def test_a_joined_kubelets_root_dir_is_where_a_driver_registers_and_its_claims_o
         port = s.getsockname()[1]
     argv = [sys.executable, "-m", "nanokube.cli", "kubelet", "--kubeconfig", byo.kubeconfig, "--root-dir", root,
             "--node-name", node, "--bind-address", "127.0.0.1", "--secure-port", str(port), "--hostname-override",
-            "127.0.0.1", "--read-only-port", "0", "--healthz-port", "0"]
+            "127.0.0.1", "--read-only-port", "0", "--healthz-port", "0",
+            "--cdi-spec-dirs", f"{root}/etc/cdi,{root}/var/run/cdi"]
     log = open(os.path.join(root, "kubelet.log"), "ab")
     kubelet = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     api = byo.client()
@@ -132,7 +135,7 @@ def test_a_joined_kubelets_root_dir_is_where_a_driver_registers_and_its_claims_o
     try:
         wait_for(lambda: os.path.isdir(os.path.join(root, "plugins_registry")), what="the kubelet's plugins_registry")
         driver = PluginDriver(driver_name, os.path.join(root, "plugins_registry"), os.path.join(root, "plugins"),
-                              os.path.join(root, "cdi"), lambda ns, n: [("gpu", node, "gpu-0")]).start()
+                              os.path.join(root, "etc", "cdi"), lambda ns, n: [("gpu", node, "gpu-0")]).start()
         wait_for(lambda: driver.statuses, what="registration")
         assert driver.statuses == [(True, "")]
         resource.create_device_class({"metadata": {"name": driver_name}, "spec": {

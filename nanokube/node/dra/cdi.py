@@ -1,5 +1,5 @@
 """The Container Device Interface as a container runtime applies it: a DRA
-driver writes CDI spec files (JSON or YAML) into the node's CDI directory and
+driver writes CDI spec files (JSON or YAML) into one of the runtime's CDI directories and
 returns fully qualified device names ("vendor.com/class=device") from
 NodePrepareResources; the runtime finds each name's spec by its `kind`
 ("vendor.com/class") and applies the spec's `containerEdits`, then the
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import yaml
@@ -35,7 +36,7 @@ def load_specs(cdi_dir: str) -> list[dict]:
     specs = []
     try:
         names = sorted(os.listdir(cdi_dir))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
     for name in names:
         if not name.endswith((".json", ".yaml", ".yml")):
@@ -61,14 +62,16 @@ class ContainerEdits:
     device_nodes: list[tuple[str, str, int | None]] = field(default_factory=list)
 
 
-def environment(cdi_dir: str, devices: list[str]) -> dict[str, str]:
+def environment(cdi_dirs: Sequence[str], devices: list[str]) -> dict[str, str]:
     """The variables the named devices' specs set, spec-wide edits before each device's own."""
-    return edits(cdi_dir, devices).env
+    return edits(cdi_dirs, devices).env
 
 
-def edits(cdi_dir: str, devices: list[str]) -> ContainerEdits:
-    """The named devices' edits; CDIError naming those no spec in the directory resolves."""
-    specs = load_specs(cdi_dir)
+def edits(cdi_dirs: Sequence[str], devices: list[str]) -> ContainerEdits:
+    """The named devices' edits; CDIError naming those no spec in the directories resolves. The
+    directories are in rising precedence, as a runtime's cdi_spec_dirs (containerd's default:
+    /etc/cdi, then /var/run/cdi): a device a later one's spec defines shadows an earlier one's."""
+    specs = [s for d in reversed(cdi_dirs) for s in load_specs(d)]
     found_edits: list[dict] = []
     applied_specs: list[int] = []
     missing = []

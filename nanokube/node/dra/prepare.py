@@ -97,17 +97,18 @@ class ClaimPreparer:
     """Prepared claims of one node, counted by the pods that use them."""
 
     def __init__(self, client, spec: NodeSpec, drivers: Collection[str], clock: Clock = REAL,
-                 plugins: DRAPluginManager | None = None, cdi_dir: str = "",
+                 plugins: DRAPluginManager | None = None, cdi_dirs: tuple[str, ...] = (),
                  device_health: Callable[[str], str] | None = None, checkpoint_path: str = ""):
         """`device_health(device)`: a built-in driver's device's health, "Healthy" or "Unhealthy";
-        `checkpoint_path`: where the prepared claims are kept across restarts (checkpoint.py), if anywhere."""
+        `checkpoint_path`: where the prepared claims are kept across restarts (checkpoint.py), if anywhere;
+        `cdi_dirs`: where the runtime finds CDI specs, a later directory's taking precedence (cdi.py)."""
         self.claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
         self.spec = spec
         #: the built-in drivers whose kubelet plugin runs on this node
         self.drivers = frozenset(drivers)
         #: the external drivers' plugins registered on this node, and where they write CDI specs
         self.plugins = plugins
-        self.cdi_dir = cdi_dir
+        self.cdi_dirs = tuple(d for d in cdi_dirs if d)
         #: claim uid -> {external driver: the devices its NodePrepareResources returned}
         self.external: dict[str, dict[str, list[_Prepared]]] = {}
         #: claim uid -> {built-in driver: its devices prepared for the claim}
@@ -577,12 +578,12 @@ class ClaimPreparer:
 
     def cdi_error(self, pod: dict, container: str) -> str:
         """Why the runtime refuses to create the container: a CDI device of its claims that no
-        spec in the node's CDI directory resolves, in containerd's words ("" if none)."""
+        spec in the node's CDI directories resolves, in containerd's words ("" if none)."""
         ids = self.cdi_devices(pod, container)
         if not ids:
             return ""
         try:
-            cdi.environment(self.cdi_dir, ids)
+            cdi.environment(self.cdi_dirs, ids)
         except cdi.CDIError as e:
             return f"{CDI_CREATE_FAILED}CDI device injection failed: {e}"
         return ""
@@ -594,7 +595,7 @@ class ClaimPreparer:
         if not ids:
             return cdi.ContainerEdits()
         try:
-            return cdi.edits(self.cdi_dir, ids)
+            return cdi.edits(self.cdi_dirs, ids)
         except cdi.CDIError as e:
             log.warning("node %s: container %s of pod %s/%s: %s", self.spec.name, container,
                         pod["metadata"]["namespace"], pod["metadata"]["name"], e)

@@ -61,7 +61,7 @@ def test_a_specs_mounts_and_device_nodes_are_gathered_spec_wide_then_per_device(
         "    mounts: [{hostPath: /var/run/vendor/g0, containerPath: /var/run/vendor}]\n"
         "    deviceNodes: [{path: /dev/vendor0, hostPath: /dev/real0, fileMode: 416}, {path: /dev/vendorctl}]\n"
         "- name: g1\n  containerEdits:\n    deviceNodes: [{path: /dev/vendorctl}, {path: /dev/vendor1}]\n")
-    edits = cdi.edits(str(tmp_path), ["vendor.com/gpu=g0", "vendor.com/gpu=g1"])
+    edits = cdi.edits([str(tmp_path)], ["vendor.com/gpu=g0", "vendor.com/gpu=g1"])
     assert edits.mounts == [("/opt/vendor/lib", "/usr/lib/vendor", True), ("/var/run/vendor/g0", "/var/run/vendor", False)]
     assert edits.device_nodes == [("/dev/vendor0", "/dev/real0", 0o640), ("/dev/vendorctl", "/dev/vendorctl", None),
                                   ("/dev/vendor1", "/dev/vendor1", None)]

@@ -286,10 +286,10 @@ def test_cdi_resolves_env_spec_wide_then_per_device(tmp_path):
         "cdiVersion: 0.6.0\nkind: vendor.com/gpu\ncontainerEdits:\n  env: [VENDOR=1, MODE=shared]\n"
         "devices:\n- name: g0\n  containerEdits:\n    env: [GPU=g0, MODE=exclusive]\n- name: g1\n"
         "  containerEdits:\n    env: [GPU1=g1]\n")
-    assert cdi.environment(str(tmp_path), ["vendor.com/gpu=g0", "vendor.com/gpu=g1"]) == {
+    assert cdi.environment([str(tmp_path)], ["vendor.com/gpu=g0", "vendor.com/gpu=g1"]) == {
         "VENDOR": "1", "MODE": "exclusive", "GPU": "g0", "GPU1": "g1"}
     with pytest.raises(cdi.CDIError, match="unresolvable CDI devices vendor.com/gpu=g9, bad"):
-        cdi.environment(str(tmp_path), ["vendor.com/gpu=g9", "bad"])
+        cdi.environment([str(tmp_path)], ["vendor.com/gpu=g9", "bad"])
 
 
 async def test_a_plugin_that_streams_health_sets_the_containers_allocated_resources_status(env):
