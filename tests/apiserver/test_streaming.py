@@ -590,13 +590,17 @@ async def test_a_flood_of_spdy_frames_lets_the_loop_run_between_them(server):
     assert body == b"A" and pongs < 1000, pongs
 
 
+#: an exec's WebSocket upgrade, as bytes on the wire (the unmasked-frame tests write their frames raw)
+UPGRADE_EXEC = (b"GET /api/v1/namespaces/default/pods/one/exec?command=cat&stdin=true&stdout=true HTTP/1.1\r\n"
+                b"Host: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n")
+
+
 async def test_an_unmasked_client_frame_fails_the_websocket_with_1002(server):
     """RFC 6455 5.1: a client masks every frame, and a server that gets one unmasked closes with 1002."""
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
-        writer.write(b"GET /api/v1/namespaces/default/pods/one/exec?command=cat&stdin=true&stdout=true HTTP/1.1\r\n"
-                     b"Host: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-                     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n")
+        writer.write(UPGRADE_EXEC)
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         key = b"\x01\x02\x03\x04"  # a masked frame first: stdin "ab", its echo "AB" on stdout
         writer.write(b"\x82\x83" + key + bytes(b ^ key[i % 4] for i, b in enumerate(b"\x00ab")))
@@ -610,4 +614,19 @@ async def test_an_unmasked_client_frame_fails_the_websocket_with_1002(server):
         writer.close()
     assert head.startswith(b"HTTP/1.1 101 ")
     assert (0x2, b"\x01AB") in frames
+    assert frames[-1][1][:2] == (1002).to_bytes(2, "big")
+
+
+async def test_an_unmasked_frame_sent_with_the_handshake_fails_the_websocket_with_1002(server):
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(UPGRADE_EXEC + b"\x82\x02\x00c")  # one write: the frame arrives with the request
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        frames = []
+        while not frames or frames[-1][0] != 0x8:
+            first, size = await asyncio.wait_for(reader.readexactly(2), 10)
+            frames.append((first & 0x0F, await reader.readexactly(size & 0x7F)))
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 101 ")
     assert frames[-1][1][:2] == (1002).to_bytes(2, "big")

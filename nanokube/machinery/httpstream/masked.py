@@ -16,8 +16,12 @@ class MaskedWebSocket(web.WebSocketResponse):
     """A WebSocketResponse whose client frames must be masked."""
 
     def _post_start(self, request, protocol, writer) -> None:
+        conn = request.protocol
+        tail, conn._message_tail = conn._message_tail, b""  # frames that came with the handshake: checked too
         super()._post_start(request, protocol, writer)
-        request.protocol._payload_parser = _MaskCheck(request.protocol._payload_parser, self._reader)
+        conn._payload_parser = check = _MaskCheck(conn._payload_parser, self._reader)
+        if tail:
+            check.feed_data(tail)
 
 
 class _MaskCheck:
