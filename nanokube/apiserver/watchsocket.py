@@ -44,6 +44,8 @@ class WatchSocket(MaskedWebSocket):
             self.on_gone()
 
     async def write(self, data) -> None:
+        if self._opcode is WSMsgType.BINARY:  # a protobuf event, after the stream's length of it: the message
+            data = data[4:]  # has its own length (the WebSocket framer replaces the length-delimited one)
         await self.send_frame(bytes(data), self._opcode)
 
     async def write_eof(self) -> None:

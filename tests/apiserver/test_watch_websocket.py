@@ -92,3 +92,18 @@ async def test_a_websocket_watch_whose_client_stops_reading_is_let_go_at_its_tim
         await eventually(let_go)
         writer.close()
     assert head.startswith(b"HTTP/1.1 101 ")
+
+
+async def test_a_protobuf_websocket_watch_sends_each_event_as_one_binary_message(tmp_path):
+    async with served(tmp_path) as (server, _):
+        cms = server.index.get("", "v1", "configmaps")
+        url = f"wss://localhost:{server.port}/api/v1/namespaces/default/configmaps?watch=1"
+        connector = aiohttp.TCPConnector(ssl=admin_context(server.pki, tmp_path))
+        async with aiohttp.ClientSession(connector=connector) as http, http.ws_connect(
+                url, headers={"Accept": "application/vnd.kubernetes.protobuf"}) as ws:
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": "c"}}, OPTS)
+            msg = await ws.receive(10)
+    assert msg.type == WSMsgType.BINARY
+    # WatchEvent{type: 1, object: 2}, unframed: the message is the event, with no length before it
+    assert msg.data.startswith(b"\x0a\x05ADDED\x12")
+    assert b"k8s\x00" in msg.data and b"ConfigMap" in msg.data
