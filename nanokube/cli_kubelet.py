@@ -216,6 +216,11 @@ _FIELDS = (
 )
 
 
+#: flags whose field a configuration may leave unset: their Go zero value, which /flagz prints (false, 0, [])
+_UNSET = {"rotate_certificates": False, "rotate_server_certificates": False, "cluster_dns": [],
+          "eviction_max_pod_grace_period": 0}
+
+
 def configure(args: argparse.Namespace) -> dict:
     """The kubelet's flag precedence: each flag given over --config's field, or without --config
     over the command line's defaults (kubelet_config.flag_defaults), set on `args`; featureGates
@@ -244,7 +249,7 @@ def configure(args: argparse.Namespace) -> dict:
             section = section.setdefault(key, {})
         if given is not None:
             section[path[-1]] = given
-        setattr(args, dest, section.get(path[-1]))
+        setattr(args, dest, section.get(path[-1], _UNSET.get(dest)))
     # (upstream's run() parses evictionHard, then NewMainKubelet all thresholds: its errors say so)
     try:
         args.eviction_thresholds = kubelet_config.thresholds(args.eviction_hard)

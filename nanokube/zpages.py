@@ -59,14 +59,21 @@ def listed_paths(app: web.Application) -> list[str]:
 def flags(args) -> dict[str, str]:
     """Every flag the command defines and its value as pflag prints it (set, or the default), for
     a namespace whose parser set itself as the `flag_parser` default (`register`). A duration flag
-    (metavar DURATION, kept as the text given) prints as Go's time.Duration does: 5m as 5m0s."""
+    (metavar DURATION, kept as the text given) prints as Go's time.Duration does: 5m as 5m0s; a map
+    flag as component-base's map flags do, `k=v` (or `k<v`) pairs sorted and comma-joined."""
     out = {}
     for action in args.flag_parser._actions:
         long = [s for s in action.option_strings if s.startswith("--")]
         if not long or action.dest == "help":
             continue
         value = getattr(args, action.dest, action.default)
-        out[long[0][2:]] = _duration_text(value) if action.metavar == "DURATION" else _flag_text(value)
+        if action.metavar == "DURATION":
+            out[long[0][2:]] = _duration_text(value)
+        elif isinstance(value, dict):  # (a map flag: its pairs sorted, `<`-separated where its metavar says so)
+            sep = "<" if "<" in (action.metavar or "") else "="
+            out[long[0][2:]] = ",".join(sorted(f"{k}{sep}{v}" for k, v in value.items()))
+        else:
+            out[long[0][2:]] = _flag_text(value)
     return out
 
 

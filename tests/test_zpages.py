@@ -155,6 +155,31 @@ def test_duration_flags_print_as_go_durations():
     assert got["cluster-signing-duration"] == "1h30m1.5s"
 
 
+def test_kubelet_flags_unset_print_their_defaults_and_map_flags_print_as_component_base_s():
+    """Once the kubelet's configuration is merged, an unset flag prints its default (20s, false, 0, [])
+    as upstream's kubelet's /flagz; --eviction-hard's map as `k<v` pairs sorted, a `=` map as `k=v`."""
+    from nanokube import cli_kubelet
+
+    parser = argparse.ArgumentParser()
+    cli_kubelet.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["kubelet", "--kubeconfig", "/k"])
+    cli_kubelet.configure(args)
+    got = zpages.flags(args)
+    assert (got["file-check-frequency"], got["rotate-certificates"], got["rotate-server-certificates"],
+            got["eviction-max-pod-grace-period"], got["cluster-dns"], got["eviction-soft"]) == (
+        "20s", "false", "false", "0", "[]", "")
+    assert got["eviction-hard"] == ("imagefs.available<15%,imagefs.inodesFree<5%,memory.available<100Mi,"
+                                    "nodefs.available<10%,nodefs.inodesFree<5%")
+    args = parser.parse_args(["kubelet", "--kubeconfig", "/k", "--file-check-frequency", "90s",
+                              "--eviction-soft", "nodefs.available<20%,memory.available<1Gi",
+                              "--eviction-soft-grace-period", "nodefs.available=2m,memory.available=90s"])
+    cli_kubelet.configure(args)
+    got = zpages.flags(args)
+    assert got["file-check-frequency"] == "1m30s"
+    assert got["eviction-soft"] == "memory.available<1Gi,nodefs.available<20%"
+    assert got["eviction-soft-grace-period"] == "memory.available=90s,nodefs.available=2m"
+
+
 async def test_component_paths_as_upstream_lists_them():
     """kube-scheduler lists /configz /flagz /healthz /livez /metrics /readyz; kube-controller-manager,
     which serves neither /livez nor /readyz, /configz /flagz /healthz /metrics; neither lists /statusz."""
