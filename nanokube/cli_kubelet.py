@@ -40,7 +40,7 @@ from . import component_cli, component_server, zpages
 from .apiserver.healthz import PING
 from .client import kubeconfig
 from .client.http import HTTPClient
-from .machinery import goserver
+from .machinery import goduration, goserver
 from .machinery.hostport import join_host_port
 from .machinery.version import user_agent
 
@@ -138,7 +138,7 @@ def add_parser(sub) -> None:
     config_flag("--pod-manifest-path", dest="static_pod_path", metavar="PATH",
                 help="staticPodPath: a directory of static pod manifests (or one manifest file) the kubelet runs, "
                      "each published as a mirror pod named <name>-<node>")
-    config_flag("--file-check-frequency", type=_duration("--file-check-frequency"), metavar="DURATION",
+    config_flag("--file-check-frequency", type=goduration.flag_value, metavar="DURATION",
                 help="fileCheckFrequency: how often the static pod manifests are read again (default 20s; a file "
                      "added, changed or removed is noticed within a second)")
     config_flag("--eviction-hard", metavar="SIGNAL<VALUE,...",
@@ -166,18 +166,6 @@ class _ConfigFlag(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(f"Flag {option_string} has been deprecated, {DEPRECATED}", file=sys.stderr)
         setattr(namespace, self.dest, values)
-
-
-def _duration(flag: str):
-    def parse(text: str) -> str:
-        from .machinery import goduration
-
-        try:
-            goduration.parse(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-        return text
-    return parse
 
 
 def _go_bool(text: str) -> bool:
@@ -366,7 +354,6 @@ def _index_of(node: dict, first: int) -> int:
 
 async def _run(args: argparse.Namespace, cluster) -> int:
     from .clock import REAL
-    from .machinery import goduration
     from .node import bootstrap
     from .node.manager import NodeManager, options_from_env
     from .node.static_pods import StaticPods
