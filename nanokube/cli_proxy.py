@@ -34,7 +34,6 @@ import asyncio
 import ipaddress
 import logging
 import os
-import re
 import socket
 import sys
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from dataclasses import replace
 
 from . import component_cli
 from .client import kubeconfig
-from .machinery import featuregates
+from .machinery import featuregates, goduration
 from .clock import REAL
 from .client.http import HTTPClient
 from .client.informer import Informer
@@ -69,15 +68,6 @@ NODE_IPS_TIMEOUT = 30.0
 #: how often --config's file is looked at (kube-proxy watches it with fsnotify)
 CONFIG_POLL = 1.0
 CONFIG_UPDATED = "content of the proxy server's configuration file was updated"
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(text: str) -> float:
-    """A Go-style duration ("30s", "1m", "500ms") or plain seconds."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 def address(text: str) -> str:
@@ -111,9 +101,9 @@ def add_parser(sub) -> None:
                    help=f"/healthz and /livez (default {HEALTHZ_ADDRESS}; '' disables)." + ignored)
     p.add_argument("--metrics-bind-address", type=address, default=None, metavar="HOST:PORT",
                    help=f"/metrics (default {METRICS_ADDRESS}; '' disables)." + ignored)
-    p.add_argument("--sync-period", type=duration, default=None,
+    p.add_argument("--sync-period", type=goduration.flag_value, default=None, metavar="DURATION",
                    help="longest time between syncs; health fails after twice this (default 30s)." + ignored)
-    p.add_argument("--min-sync-period", type=duration, default=None,
+    p.add_argument("--min-sync-period", type=goduration.flag_value, default=None, metavar="DURATION",
                    help="shortest time between syncs, batching changes (default 1s)." + ignored)
     p.add_argument("--nodeport-addresses", default=None, metavar="CIDR[,CIDR...]|primary",
                    help="the node addresses NodePorts answer on: those in these CIDRs, or 'primary' (the default): "
@@ -160,8 +150,9 @@ def _from_flags(args: argparse.Namespace) -> ProxyConfig:
     return ProxyConfig(mode=given("proxy_mode", ""), bind_address=given("bind_address", d.bind_address),
                        healthz_bind_address=given("healthz_bind_address", d.healthz_bind_address),
                        metrics_bind_address=given("metrics_bind_address", d.metrics_bind_address),
-                       sync_period=given("sync_period", d.sync_period),
-                       min_sync_period=given("min_sync_period", d.min_sync_period),
+                       sync_period=goduration.parse(args.sync_period) if args.sync_period else d.sync_period,
+                       min_sync_period=goduration.parse(args.min_sync_period) if args.min_sync_period
+                       else d.min_sync_period,
                        masquerade_all=given("masquerade_all", False), detect_local=local,
                        nodeport_addresses=tuple(a.strip() for a in args.nodeport_addresses.split(",") if a.strip())
                        if args.nodeport_addresses else (),

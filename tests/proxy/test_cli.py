@@ -4,18 +4,25 @@ import pytest
 import yaml
 
 from nanokube.cli import main
-from nanokube.cli_proxy import address, duration
+from nanokube.cli_proxy import address
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("30s", 30.0), ("500ms", 0.5), ("1m", 60.0), ("2", 2.0), ("1h", 3600.0)])
-def test_durations_read_as_go_writes_them(text, seconds):
-    assert duration(text) == seconds
+@pytest.mark.parametrize(("value", "written"), [("1m30s", "1m30s"), ("500ms", "500ms"), ("2h", "2h0m0s")])
+def test_sync_period_takes_a_go_duration(tmp_path, value, written):
+    out = tmp_path / "written.yaml"
+    assert main(["proxy", "--proxy-mode", "nftables", "--sync-period", value, "--min-sync-period", "0s",
+                 "--write-config-to", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["nftables"]["syncPeriod"] == written
 
 
-@pytest.mark.parametrize("bad", ["", "10x", "-1s"])
-def test_bad_durations_are_refused(bad):
-    with pytest.raises(argparse.ArgumentTypeError):
-        duration(bad)
+@pytest.mark.parametrize(("bad", "error"), [("2", 'time: missing unit in duration "2"'),
+                                            ("10x", 'time: unknown unit "x" in duration "10x"'),
+                                            ("", 'time: invalid duration ""')])
+def test_bad_durations_are_refused_in_gos_words(capsys, bad, error):
+    with pytest.raises(SystemExit) as exited:
+        main(["proxy", "--proxy-mode", "nftables", "--min-sync-period", bad])
+    assert exited.value.code == 2
+    assert error in capsys.readouterr().err
 
 
 def test_addresses_need_a_port_and_empty_disables():
