@@ -39,7 +39,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from . import component_cli
+from . import component_cli, zpages
 from .client import kubeconfig
 from .machinery import featuregates, goduration
 from .clock import REAL
@@ -130,6 +130,7 @@ def add_parser(sub) -> None:
     p.add_argument("--kube-api-burst", type=int, default=None, metavar="N",
                    help="the requests sent at once before --kube-api-qps holds (default 10)." + ignored)
     p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables tables (ip and ip6) and exit")
+    zpages.register(p)
 
 
 #: the flags that map into a KubeProxyConfiguration, by their argparse names: ignored with --config
@@ -382,7 +383,9 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
         nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
                            lambda gone: proxier.health.sync_node(None))
         await servers.serve(health_app(proxier.health), cfg.healthz_bind_address)
-        await servers.serve(metrics_app(proxier.registry, mode), cfg.metrics_bind_address)
+        metrics = metrics_app(proxier.registry, mode)
+        zpages.install(metrics, "kube-proxy", zpages.flags(args))  # (kube-proxy's z-pages are on its metrics server)
+        await servers.serve(metrics, cfg.metrics_bind_address)
         await _remove_other_modes(args.netns)
         await proxier.start()
         proxier.node_event("Normal", "Starting", ACTION_START, "")  # upstream's birthCry

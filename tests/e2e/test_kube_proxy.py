@@ -88,7 +88,7 @@ def running_proxy(cluster, netns: str, *flags: str, node: str = ""):
 
 @pytest.fixture
 def proxy(cluster, netns):
-    with running_proxy(cluster, netns) as p:
+    with running_proxy(cluster, netns, "--sync-period", "90s") as p:
         yield p
 
 
@@ -125,6 +125,10 @@ def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_
     # no failed sync, no failure series: client_golang writes a vector's child once it was used
     assert "kubeproxy_sync_proxy_rules_nftables_sync_failures_total{" not in text
     assert get(f"{metrics}/proxyMode")[1] == "nftables"
+    code, flagz = get(f"{metrics}/flagz")
+    # (on the metrics server; durations as Go prints them, after a delimiter zpages picks at random)
+    assert code == 200 and re.search(r"^sync-period(:|: |=| )1m30s$", flagz, re.M)
+    assert re.search(r"^min-sync-period(:|: |=| )100ms$", flagz, re.M)
 
     # written from the proxy's recorder queue, maybe after the rules and metrics waited for
     wait_for(lambda: any(e["reason"] == "ProxyModeWarning" and "planned for 1.40" in e["message"] for e in
