@@ -100,15 +100,14 @@ def test_a_driver_of_ones_own_prepares_the_claim_and_the_container_gets_its_cdi_
         driver.stop()
 
 
-def test_a_joined_kubelets_root_dir_is_where_a_driver_registers_and_its_claims_outlive_a_restart(byo, request):
+@pytest.mark.parametrize("byo", ["simulated"], indirect=True)
+def test_a_joined_kubelets_root_dir_is_where_a_driver_registers_and_its_claims_outlive_a_restart(byo):
     """`nanokube kubelet --root-dir R`, as upstream's: a driver registers through R/plugins_registry
     and serves from R/plugins/<driver>; the kubelet checkpoints the claim it prepared
     (R/dra_manager_state), so once restarted it adopts the running pod without a second
     NodePrepareResources, the container keeps its CDI edits, and the pod's deletion unprepares. The
     driver writes its CDI specs where a driver's default CDI root is, one of the runtime's
     --cdi-spec-dirs (containerd's /etc/cdi, a directory of the test's here), not R/cdi."""
-    if request.node.callspec.params["byo"] != "simulated":
-        pytest.skip("the joined kubelet runs the simulated runtime: once is enough")
     import contextlib
     import os
     import shutil
