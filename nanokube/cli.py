@@ -528,9 +528,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--event-ttl", default="1h", metavar="DURATION",
                     help="how long an Event lives after its last write (Go duration, e.g. 90s, 5m; default 1h)")
     up.add_argument("--etcd-compaction-interval", default="5m", metavar="DURATION",
-                    help="The interval of compaction requests. If 0, the compaction request from apiserver is "
-                         "disabled. A continue token or a list at an exact resourceVersion older than the "
-                         "store's compacted revision is 410 Expired (Go duration; default 5m, as kube-apiserver)")
+                    help="how often the API server compacts the store's history; 0 never does (Go duration; "
+                         "default 5m, as kube-apiserver). A continue token or a list at an exact resourceVersion "
+                         "older than the compacted revision is 410 Expired")
     up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
                     help="a watch without timeoutSeconds is served a random time from this to twice this many "
                          "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")
