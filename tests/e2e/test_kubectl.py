@@ -132,21 +132,24 @@ def test_label_annotate(cluster, applied):
 
 
 def test_patch_types(cluster, applied):
+    generation = cluster.kubectl_json("get", "deploy", "web", "-n", NS)["metadata"]["generation"]  # others' changes
     cluster.kubectl("patch", "deploy", "web", "-n", NS, "--type", "strategic", "-p",
                     json.dumps({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.28"}]}}}}))
     d = cluster.kubectl_json("get", "deploy", "web", "-n", NS)
     c = d["spec"]["template"]["spec"]["containers"]
     assert len(c) == 1 and c[0]["image"] == "nginx:1.28" and c[0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
-    assert d["metadata"]["generation"] == 2
-    cluster.kubectl("patch", "cm", "settings", "-n", NS, "--type", "merge", "-p", '{"data":{"mode":null,"extra":"1"}}')
-    assert cluster.kubectl_json("get", "cm", "settings", "-n", NS)["data"] == {"extra": "1"}
-    cluster.kubectl("patch", "cm", "settings", "-n", NS, "--type", "json", "-p",
+    assert d["metadata"]["generation"] == generation + 1
+    # a ConfigMap of its own: other tests read `settings` as applied
+    cluster.kubectl("create", "configmap", "patched", "-n", NS, "--from-literal=mode=fast")
+    cluster.kubectl("patch", "cm", "patched", "-n", NS, "--type", "merge", "-p", '{"data":{"mode":null,"extra":"1"}}')
+    assert cluster.kubectl_json("get", "cm", "patched", "-n", NS)["data"] == {"extra": "1"}
+    cluster.kubectl("patch", "cm", "patched", "-n", NS, "--type", "json", "-p",
                     '[{"op":"add","path":"/data/k","value":"v"},{"op":"test","path":"/data/extra","value":"1"}]')
-    assert cluster.kubectl_json("get", "cm", "settings", "-n", NS)["data"] == {"extra": "1", "k": "v"}
-    bad = cluster.kubectl("patch", "cm", "settings", "-n", NS, "--type", "json", "-p",
+    assert cluster.kubectl_json("get", "cm", "patched", "-n", NS)["data"] == {"extra": "1", "k": "v"}
+    bad = cluster.kubectl("patch", "cm", "patched", "-n", NS, "--type", "json", "-p",
                           '[{"op":"test","path":"/data/extra","value":"2"}]', check=False)
     assert bad.returncode != 0
-    assert cluster.kubectl_json("get", "cm", "settings", "-n", NS)["data"] == {"extra": "1", "k": "v"}
+    assert cluster.kubectl_json("get", "cm", "patched", "-n", NS)["data"] == {"extra": "1", "k": "v"}
 
 
 def test_scale(cluster, applied):
@@ -155,6 +158,9 @@ def test_scale(cluster, applied):
     r = cluster.kubectl("scale", "deploy", "web", "-n", NS, "--replicas=1", "--current-replicas=3", check=False)
     assert r.returncode != 0
     assert cluster.kubectl_json("get", "deploy", "web", "-n", NS)["spec"]["replicas"] == 4
+    # back to the applied 2 (other tests read it), through a precondition that holds
+    cluster.kubectl("scale", "deploy", "web", "-n", NS, "--replicas=2", "--current-replicas=4")
+    assert cluster.kubectl_json("get", "deploy", "web", "-n", NS)["spec"]["replicas"] == 2
 
 
 def test_get_scale_subresource_prints_desired_and_available(cluster, applied):
